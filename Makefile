@@ -1,0 +1,11 @@
+# One place for the lab's commands; the README's two leading commands are `make lab` and `make test`.
+SHELL := /bin/bash
+PYTHON ?= python3
+
+.PHONY: proto
+# Regenerate the stubs from the one contract (never edit services/wirelab/v1 by hand).
+proto:
+	$(PYTHON) -m grpc_tools.protoc -Iproto \
+		--python_out=services --pyi_out=services --grpc_python_out=services \
+		--mypy_grpc_out=services \
+		proto/wirelab/v1/wirelab.proto

@@ -1,0 +1,1 @@
+"""wirelab: REST and gRPC on one contract, measured the same way."""
