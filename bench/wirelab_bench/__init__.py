@@ -1,0 +1,1 @@
+"""wirelab benchmark runner and performance commands."""

@@ -1,0 +1,1 @@
+"""Locust glue for wirelab: transport users, client metrics, load shapes."""
