@@ -9,3 +9,8 @@ proto:
 		--python_out=services --pyi_out=services --grpc_python_out=services \
 		--mypy_grpc_out=services \
 		proto/wirelab/v1/wirelab.proto
+
+.PHONY: test
+# Everything CI runs: installs test dependencies, then lint, unit, integration, browser, e2e.
+test:
+	tests/run
