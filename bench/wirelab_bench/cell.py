@@ -1,0 +1,158 @@
+"""One cell: Locust warm-up (discarded), the measured window between two snapshots, cool-down."""
+
+from __future__ import annotations
+
+import shlex
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from wirelab_bench.histo import Snapshot, buckets, delta
+from wirelab_bench.load import LocustProcess, Target, locust_command, wait_started
+from wirelab_bench.prom import Prometheus
+from wirelab_bench.promql import EXPORTS, GAUGES, aggregate
+from wirelab_bench.results import write_json
+from wirelab_bench.scenario import Cell
+from wirelab_bench.scrape import scrape
+from wirelab_bench.tidy import Window
+
+SERVER = tuple(n for n in EXPORTS if n.startswith("server_"))
+CLIENT = tuple(n for n in EXPORTS if n.startswith("client_"))
+# Show progress (and sample gauges for their peaks) this often during a phase.
+TICK_S = 1.0
+
+Ticker = Callable[[str, float], None]
+
+
+@dataclass
+class Lab:
+    """Where a run measures: addresses, and which source each side's metrics come from."""
+
+    rest_url: str
+    grpc_target: str
+    locustfile: Path
+    locust_args: tuple[str, ...]
+    client_metrics_port: int
+    server_urls: dict[str, str] = field(default_factory=dict)  # protocol -> direct /metrics
+    prometheus: Prometheus | None = None
+    export_delay_s: float = 1.5
+    export_step_s: float = 0.0
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def _snap(url: str, job: str, names: tuple[str, ...]) -> Snapshot | None:
+    try:
+        return aggregate(scrape(url, job), names)
+    except (httpx.HTTPError, ValueError):
+        return None
+
+
+def measure(
+    cell: Cell, lab: Lab, run_dir: Path, tick: Ticker
+) -> tuple[Window, list[dict[str, Any]]]:
+    """Run ``cell`` and return its window plus the histogram bucket rows for the notebook."""
+    g = cell.group
+    port = lab.client_metrics_port or free_port()
+    client_url = f"http://127.0.0.1:{port}/metrics"
+    target = Target(lab.rest_url, lab.grpc_target, lab.locustfile, port, lab.locust_args)
+    (run_dir / "locust").mkdir(exist_ok=True)
+    cmd = locust_command(cell, target, run_dir / "locust" / cell.cell_id)
+    (run_dir / "locust" / f"{cell.cell_id}.cmd").write_text(shlex.join(cmd) + "\n")
+    server_url = lab.server_urls.get(cell.protocol)
+    proc = LocustProcess(cmd, run_dir / "locust" / f"{cell.cell_id}.log")
+    try:
+        tick("starting Locust", g.warmup_s + g.duration_s)
+        wait_started(proc, client_url, timeout=60)
+        _wait(proc, "warm-up", g.warmup_s, tick)
+        server0 = _snap(server_url, cell.protocol, SERVER) if server_url else None
+        client0 = _snap(client_url, "locust", CLIENT)
+        cpu0, t0 = proc.cpu_seconds(), time.time()
+        peaks = _wait(proc, "measure", g.duration_s, tick, server_url, cell.protocol, client_url)
+        server1 = _snap(server_url, cell.protocol, SERVER) if server_url else None
+        client1 = _snap(client_url, "locust", CLIENT)
+        cpu1, t1 = proc.cpu_seconds(), time.time()
+    finally:
+        proc.stop()
+    window = Window(cell, t0, t1 - t0, peaks=peaks, generator_cpu_ratio=(cpu1 - cpu0) / (t1 - t0))
+    if server0 is not None and server1 is not None:
+        window.server, window.sources["server"] = delta(server0, server1), "scrape"
+    if client0 is not None and client1 is not None:
+        window.client, window.sources["client"] = delta(client0, client1), "scrape"
+    _wait(None, "cool-down", max(g.cooldown_s, lab.export_delay_s if lab.prometheus else 0), tick)
+    if lab.prometheus is not None:
+        _from_prometheus(window, lab.prometheus, run_dir, lab.export_step_s)
+    return window, histogram_rows(window)
+
+
+def _wait(
+    proc: LocustProcess | None,
+    phase: str,
+    seconds: float,
+    tick: Ticker,
+    server_url: str | None = None,
+    protocol: str = "",
+    client_url: str | None = None,
+) -> Snapshot:
+    """Sleep through a phase in ticks; when URLs are given, keep each gauge's peak value."""
+    peaks: Snapshot = {}
+    end = time.monotonic() + seconds
+    while (left := end - time.monotonic()) > 0:
+        tick(phase, left)
+        if proc is not None and not proc.alive():
+            raise RuntimeError(f"Locust exited during {phase} (code {proc.proc.returncode})")
+        for url, job, names in ((server_url, protocol, SERVER), (client_url, "locust", CLIENT)):
+            snap = _snap(url, job, tuple(n for n in names if n in GAUGES)) if url else None
+            for k, v in (snap or {}).items():
+                peaks[k] = max(peaks.get(k, v), v)
+        time.sleep(min(TICK_S, max(0.0, end - time.monotonic())))
+    return peaks
+
+
+def _from_prometheus(w: Window, prom: Prometheus, run_dir: Path, step: float) -> None:
+    step = step or max(1.0, w.seconds / 120)
+    export = prom.export_window(w.started_at, w.started_at + w.seconds, step)
+    write_json(
+        run_dir / "prometheus" / f"{w.cell.cell_id}.json",
+        {"window": [w.started_at, w.started_at + w.seconds], "errors": export.errors, **export.raw},
+    )
+    moved = delta(export.start, export.end)
+    if w.server is None and any(k[0].startswith("server_") for k in moved):
+        w.server = {k: v for k, v in moved.items() if k[0].startswith("server_")}
+        w.sources["server"] = "prometheus"
+        w.peaks |= {k: v for k, v in export.peak.items() if k[0].startswith("server_")}
+    if any(k[0].startswith("container_") for k in moved):
+        w.containers = {k: v for k, v in moved.items() if k[0].startswith("container_")}
+        w.sources["containers"] = "prometheus"
+        w.peaks |= {k: v for k, v in export.peak.items() if k[0].startswith("container_")}
+
+
+def histogram_rows(w: Window) -> list[dict[str, Any]]:
+    """Cumulative bucket counts of the window, per side and histogram, for latency CDFs."""
+    rows: list[dict[str, Any]] = []
+    pk = {"protocol": w.cell.protocol, "kind": w.cell.kind}
+    for side, snap in (("client", w.client), ("server", w.server)):
+        if snap is None:
+            continue
+        for metric in ("duration", "ttfm"):
+            for le, count in buckets(snap, f"{side}_{metric}", **pk):
+                rows.append(
+                    {
+                        "cell_id": w.cell.cell_id,
+                        "side": side,
+                        "metric": metric,
+                        "le": le,
+                        "count": count,
+                    }
+                )
+    return rows

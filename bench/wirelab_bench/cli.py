@@ -1,0 +1,61 @@
+"""The `wirelab` command: `wirelab bench <scenario>` runs a scenario into a results folder."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from wirelab_bench import knobs as knob_table
+from wirelab_bench.runner import EXIT_USAGE, run
+from wirelab_bench.scenario import ScenarioError, load_scenario, resolve
+
+EPILOG = """exit codes:
+  0  every cell measured and within its gates
+  1  every cell measured, at least one over a gate (error ratio or p99)
+  2  usage error or invalid scenario file
+  3  lab not ready: health check timed out or the protocols answered differently
+  4  incomplete: interrupted (Ctrl-C, SIGTERM) or the lab/load generator failed mid-run;
+     the results folder is kept with status "incomplete" and what was measured
+"""
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(prog="wirelab", description="wirelab lab commands")
+    sub = top.add_subparsers(dest="command", required=True)
+    bench = sub.add_parser(
+        "bench",
+        help="run a benchmark scenario against the lab",
+        description="Run a scenario (scenarios/<name>.toml or a path) against running REST and "
+        "gRPC services and write results/<UTC time>_<scenario>/. Every option can also be set "
+        "by its WIRELAB_BENCH_* environment variable.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    bench.add_argument("scenario", help="scenario name (smoke, quick, full, iit, ...) or file path")
+    bench.add_argument(
+        "--dry-run", action="store_true", help="print the cells and planned time, measure nothing"
+    )
+    knob_table.add_arguments(bench)
+    return top
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    knobs = knob_table.from_namespace(args)
+    try:
+        scenario = load_scenario(resolve(args.scenario, Path(knobs.scenarios_dir)))
+    except ScenarioError as exc:
+        print(f"wirelab bench: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.dry_run:
+        for cell in scenario.cells():
+            print(f"{cell.cell_id}\t{cell.seconds:g} s")
+        print(f"{len(scenario.cells())} cells, about {scenario.estimated_seconds() / 60:.1f} min")
+        return 0
+    code, _ = run(scenario, knobs)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

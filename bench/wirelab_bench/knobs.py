@@ -1,0 +1,90 @@
+"""The runner's knobs: one table gives each a default, a --help line and a WIRELAB_BENCH_* name."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+# Source checkout root, for defaults that point at the repository's own files.
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _repo_path(relative: str) -> str:
+    # Prefer the working directory (a compose service mounts the repo at its workdir), else the
+    # checkout this package was installed from in editable mode.
+    return relative if Path(relative).exists() else str(REPO / relative)
+
+
+# (name, type, default, help)
+KNOBS: tuple[tuple[str, type, object, str], ...] = (
+    ("rest_url", str, "http://127.0.0.1:8000", "REST service base URL"),
+    ("grpc_target", str, "127.0.0.1:50051", "gRPC service host:port"),
+    ("prometheus_url", str, "http://127.0.0.1:9090",
+     "Prometheus for range exports and container columns; empty = none"),
+    ("rest_metrics_url", str, "http://127.0.0.1:9100/metrics",
+     "REST service /metrics, scraped directly at window start and end (else via Prometheus)"),
+    ("grpc_metrics_url", str, "http://127.0.0.1:9101/metrics",
+     "gRPC service /metrics, scraped directly at window start and end (else via Prometheus)"),
+    ("client_metrics_port", int, 0, "port of the Locust child's client /metrics; 0 = a free port"),
+    ("results_dir", str, "results", "folder that receives one sub-folder per run"),
+    ("scenarios_dir", str, _repo_path("scenarios"), "where scenario names are looked up"),
+    ("locustfile", str, _repo_path("locust/locustfile.py"), "the project's locustfile"),
+    ("locust_args", str, "", "extra Locust arguments for every cell (shell-quoted)"),
+    ("health_timeout_s", float, 60.0, "seconds to wait for both services to be healthy per cell"),
+    ("export_delay_s", float, 1.5,
+     "seconds after a window before exporting it from Prometheus (lets the last scrape land)"),
+    ("export_step_s", float, 0.0, "Prometheus range-export step; 0 = window/120, at least 1 s"),
+    ("compose_project", str, "wirelab", "compose project whose image versions go in the manifest"),
+    ("progress", str, "on", "progress display on stderr: on or off"),
+)  # fmt: skip
+
+
+def env_name(name: str) -> str:
+    return "WIRELAB_BENCH_" + name.upper()
+
+
+def flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+@dataclass(frozen=True)
+class Knobs:
+    rest_url: str
+    grpc_target: str
+    prometheus_url: str
+    rest_metrics_url: str
+    grpc_metrics_url: str
+    client_metrics_port: int
+    results_dir: str
+    scenarios_dir: str
+    locustfile: str
+    locust_args: str
+    health_timeout_s: float
+    export_delay_s: float
+    export_step_s: float
+    compose_project: str
+    progress: str
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """One option per knob; its default comes from the environment variable when set."""
+    for name, kind, default, text in KNOBS:
+        env = env_name(name)
+        raw = os.environ.get(env)
+        try:
+            value = kind(raw) if raw is not None else default
+        except ValueError:
+            parser.error(f"{env}={raw!r} is not a valid {kind.__name__}")
+        parser.add_argument(
+            flag(name),
+            dest=name,
+            type=kind,
+            default=value,
+            help=f"{text} (default {default!r}; env {env})",
+        )
+
+
+def from_namespace(ns: argparse.Namespace) -> Knobs:
+    return Knobs(**{name: getattr(ns, name) for name, *_ in KNOBS})

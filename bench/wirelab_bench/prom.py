@@ -1,0 +1,78 @@
+"""Prometheus HTTP API: reachability and range exports of a measured window."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from wirelab_bench.histo import Snapshot, key
+from wirelab_bench.promql import EXPORTS, GAUGES
+
+
+@dataclass
+class WindowExport:
+    """A window's range exports: raw API answers for the files, and per-export start/end/peak."""
+
+    raw: dict[str, Any] = field(default_factory=dict)
+    start: Snapshot = field(default_factory=dict)
+    end: Snapshot = field(default_factory=dict)
+    peak: Snapshot = field(default_factory=dict)
+    errors: dict[str, str] = field(default_factory=dict)
+
+
+class Prometheus:
+    """A small client for the query API of one Prometheus server."""
+
+    def __init__(self, url: str, timeout: float = 30.0) -> None:
+        self.url = url.rstrip("/")
+        self.timeout = timeout
+
+    def unreachable(self) -> str | None:
+        """None when the server answers a trivial query; otherwise the reason."""
+        try:
+            self._get("/api/v1/query", {"query": "1"})
+        except (httpx.HTTPError, ValueError, KeyError) as exc:
+            return f"{self.url}: {type(exc).__name__}: {exc}"
+        return None
+
+    def _get(self, path: str, params: dict[str, str]) -> Any:
+        response = httpx.get(self.url + path, params=params, timeout=self.timeout)
+        response.raise_for_status()
+        body = response.json()
+        if body.get("status") != "success":
+            raise ValueError(body.get("error", "query failed"))
+        return body["data"]
+
+    def export_window(self, start: float, end: float, step: float) -> WindowExport:
+        """Range-query every export over [start, end]; the first and last points give deltas."""
+        out = WindowExport()
+        # Whole steps only, so the last evaluation lands exactly on the window's end.
+        steps = max(1, math.ceil((end - start) / step))
+        end = start + steps * step
+        for name, export in EXPORTS.items():
+            params = {
+                "query": export.promql,
+                "start": f"{start:.3f}",
+                "end": f"{end:.3f}",
+                "step": f"{step:g}",
+            }
+            try:
+                data = self._get("/api/v1/query_range", params)
+            except (httpx.HTTPError, ValueError, KeyError) as exc:
+                out.errors[name] = f"{type(exc).__name__}: {exc}"
+                continue
+            out.raw[name] = {"query": export.promql, **params, "data": data}
+            for series in data.get("result", []):
+                labels = {k: v for k, v in series["metric"].items() if k in export.by}
+                values = [(float(t), float(v)) for t, v in series.get("values", [])]
+                if not values:
+                    continue
+                k = key(name, labels)
+                out.start[k] = values[0][1] if values[0][0] <= start + step / 2 else 0.0
+                out.end[k] = values[-1][1]
+                if name in GAUGES:
+                    out.peak[k] = max(v for _, v in values)
+        return out

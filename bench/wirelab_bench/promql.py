@@ -1,0 +1,134 @@
+"""Every PromQL expression the runner exports, and the same aggregation applied to raw scrapes."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from wirelab_bench.histo import Snapshot, key
+
+SERVICE_LABEL = "container_label_com_docker_compose_service"
+
+
+@dataclass(frozen=True)
+class Export:
+    """``agg by (labels) (metric{matchers})``: simple enough to evaluate on a raw /metrics scrape.
+
+    Raw counters and buckets are exported (not rates) so a window's delta is last minus first
+    sample, computed the same way whether the samples came from Prometheus or a direct scrape.
+    """
+
+    metric: str
+    by: tuple[str, ...]
+    matchers: tuple[tuple[str, str, str], ...] = ()
+    agg: str = "sum"
+
+    @property
+    def promql(self) -> str:
+        sel = ", ".join(f'{label}{op}"{value}"' for label, op, value in self.matchers)
+        grouping = f" by ({', '.join(self.by)})" if self.by else ""
+        selector = f"{{{sel}}}" if sel else ""
+        return f"{self.agg}{grouping} ({self.metric}{selector})"
+
+    def selects(self, name: str, labels: Mapping[str, str]) -> bool:
+        if name != self.metric:
+            return False
+        for label, op, value in self.matchers:
+            got = labels.get(label, "")
+            ok = {
+                "=": got == value,
+                "!=": got != value,
+                "=~": re.fullmatch(value, got) is not None,
+            }[op]
+            if not ok:
+                return False
+        return True
+
+
+_PK = ("protocol", "kind")
+_SERVERS = (("job", "=~", "rest|grpc"),)
+_CONTAINERS = ((SERVICE_LABEL, "!=", ""),)
+
+EXPORTS: dict[str, Export] = {
+    # Server side (both services, job rest and grpc).
+    "server_requests": Export("wirelab_server_requests_total", (*_PK, "outcome")),
+    "server_duration_bucket": Export(
+        "wirelab_server_request_duration_seconds_bucket", (*_PK, "le")
+    ),
+    "server_ttfm_bucket": Export(
+        "wirelab_server_time_to_first_message_seconds_bucket", (*_PK, "le")
+    ),
+    "server_request_bytes_sum": Export("wirelab_server_request_bytes_sum", _PK),
+    "server_response_bytes_sum": Export("wirelab_server_response_bytes_sum", _PK),
+    "server_messages_sent": Export("wirelab_server_messages_sent_total", _PK),
+    "server_messages_received": Export("wirelab_server_messages_received_total", _PK),
+    "server_in_flight": Export("wirelab_server_requests_in_flight", _PK),
+    "server_cpu_seconds": Export("process_cpu_seconds_total", ("job",), _SERVERS),
+    "server_resident_memory": Export("process_resident_memory_bytes", ("job",), _SERVERS),
+    # Client side (the Locust exporter).
+    "client_requests": Export("wirelab_client_requests_total", (*_PK, "outcome")),
+    "client_duration_bucket": Export(
+        "wirelab_client_request_duration_seconds_bucket", (*_PK, "le")
+    ),
+    "client_ttfm_bucket": Export(
+        "wirelab_client_time_to_first_message_seconds_bucket", (*_PK, "le")
+    ),
+    "client_request_bytes_sum": Export("wirelab_client_request_bytes_sum", _PK),
+    "client_response_bytes_sum": Export("wirelab_client_response_bytes_sum", _PK),
+    "client_messages_received": Export("wirelab_client_messages_received_total", _PK),
+    "client_users": Export("wirelab_client_users", (), agg="max"),
+    "client_cpu_ratio": Export("wirelab_client_cpu_usage_ratio", ("instance_name",), agg="max"),
+    "client_saturated": Export("wirelab_client_saturated", ("instance_name",), agg="max"),
+    # cAdvisor, per compose service.
+    "container_cpu_seconds": Export(
+        "container_cpu_usage_seconds_total", (SERVICE_LABEL,), _CONTAINERS
+    ),
+    "container_memory": Export(
+        "container_memory_working_set_bytes", (SERVICE_LABEL,), _CONTAINERS, agg="max"
+    ),
+    "container_network_receive_bytes": Export(
+        "container_network_receive_bytes_total", (SERVICE_LABEL,), _CONTAINERS
+    ),
+    "container_network_transmit_bytes": Export(
+        "container_network_transmit_bytes_total", (SERVICE_LABEL,), _CONTAINERS
+    ),
+    # node-exporter, the host.
+    "host_cpu_seconds": Export("node_cpu_seconds_total", ("mode",)),
+    "host_memory_available": Export("node_memory_MemAvailable_bytes", ()),
+    "host_network_receive_bytes": Export("node_network_receive_bytes_total", ()),
+    "host_network_transmit_bytes": Export("node_network_transmit_bytes_total", ()),
+}
+
+# The PromQL text of every export; the observability and e2e tests collect it from here.
+EXPORT_QUERIES: dict[str, str] = {name: e.promql for name, e in EXPORTS.items()}
+
+# Exports that are gauges: their peak over a window matters, not their delta.
+GAUGES = frozenset(
+    {
+        "server_in_flight",
+        "server_resident_memory",
+        "client_users",
+        "client_cpu_ratio",
+        "client_saturated",
+        "container_memory",
+        "host_memory_available",
+    }
+)
+
+Sample = tuple[str, dict[str, str], float]
+
+
+def aggregate(samples: Iterable[Sample], names: Iterable[str] | None = None) -> Snapshot:
+    """Apply the exports (all, or ``names``) to raw samples as Prometheus would to the same data."""
+    chosen = {n: EXPORTS[n] for n in (names if names is not None else EXPORTS)}
+    snap: Snapshot = {}
+    for metric, labels, value in samples:
+        for name, export in chosen.items():
+            if export.selects(metric, labels):
+                k = key(name, {b: labels.get(b, "") for b in export.by})
+                if export.agg == "max":
+                    snap[k] = max(snap.get(k, value), value)
+                else:
+                    snap[k] = snap.get(k, 0.0) + value
+    return snap

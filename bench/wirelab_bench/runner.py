@@ -1,0 +1,161 @@
+"""Run a scenario cell by cell into a new results folder; the return value is the exit code."""
+
+from __future__ import annotations
+
+import shlex
+import signal
+import time
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from wirelab_bench import environment
+from wirelab_bench.cell import Lab, measure
+from wirelab_bench.health import wait_healthy
+from wirelab_bench.knobs import REPO, Knobs
+from wirelab_bench.parity import ParityError, check_parity
+from wirelab_bench.progress import Progress
+from wirelab_bench.prom import Prometheus
+from wirelab_bench.results import MANIFEST, new_run_dir, write_json, write_tables
+from wirelab_bench.scenario import Cell, Scenario
+from wirelab_bench.scrape import probe
+from wirelab_bench.tidy import build_row
+
+# Exit codes (docs/bench.md): CI reads them.
+EXIT_OK = 0
+EXIT_GATE_FAILED = 1
+EXIT_USAGE = 2
+EXIT_LAB_NOT_READY = 3
+EXIT_INCOMPLETE = 4
+
+
+class Interrupted(Exception):
+    """SIGTERM (or SIGINT) arrived; the run stops and records what it measured."""
+
+
+def _raise_interrupted(signum: int, _frame: FrameType | None) -> None:
+    # Once is enough: a second Ctrl-C must not break the cleanup that records the partial run.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    raise Interrupted(signal.Signals(signum).name)
+
+
+def _label(c: Cell) -> str:
+    size = f" {c.payload_bytes} B" if c.payload_bytes else ""
+    return f"{c.protocol} {c.kind} {c.load.label}{size} rep {c.repetition}"
+
+
+def _lab(knobs: Knobs, reasons: dict[str, str]) -> Lab:
+    """Pick each side's metric source: direct scrapes where they answer, else Prometheus."""
+    prom = Prometheus(knobs.prometheus_url) if knobs.prometheus_url else None
+    if prom is not None and (why := prom.unreachable()):
+        reasons["prometheus"] = why
+        prom = None
+    elif prom is None:
+        reasons["prometheus"] = "no Prometheus URL given"
+    if prom is None:
+        reasons["containers"] = "no Prometheus, so no cAdvisor or node-exporter data"
+    urls: dict[str, str] = {}
+    for proto, url in (("rest", knobs.rest_metrics_url), ("grpc", knobs.grpc_metrics_url)):
+        why = probe(url, "wirelab_server_info", protocol=proto) if url else "no URL given"
+        if why is None:
+            urls[proto] = url
+        else:
+            via = "using Prometheus" if prom else "server columns empty"
+            reasons[f"server_{proto}_scrape"] = f"{why} ({via})"
+    return Lab(
+        rest_url=knobs.rest_url,
+        grpc_target=knobs.grpc_target,
+        locustfile=Path(knobs.locustfile),
+        locust_args=tuple(shlex.split(knobs.locust_args)),
+        client_metrics_port=knobs.client_metrics_port,
+        server_urls=urls,
+        prometheus=prom,
+        export_delay_s=knobs.export_delay_s,
+        export_step_s=knobs.export_step_s,
+    )
+
+
+def run(scenario: Scenario, knobs: Knobs) -> tuple[int, Path]:
+    """Measure every cell of ``scenario``; returns (exit code, results folder)."""
+    cells = scenario.cells()
+    run_dir = new_run_dir(Path(knobs.results_dir), scenario.name)
+    progress = Progress(len(cells), enabled=knobs.progress != "off")
+    reasons: dict[str, str] = {}
+    manifest: dict[str, Any] = {
+        "scenario": scenario.name,
+        "scenario_file": str(scenario.path),
+        "scenario_text": scenario.path.read_text(),
+        "status": "running",
+        "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "cells_planned": len(cells),
+        "cells_done": [],
+        "knobs": vars(knobs),
+        "git": environment.git_info(REPO),
+        "host": environment.host_info(),
+        "docker": environment.docker_info(knobs.compose_project),
+        "missing": reasons,
+    }
+    write_json(run_dir / MANIFEST, manifest)
+    progress.message(f"results: {run_dir}")
+    old = {s: signal.signal(s, _raise_interrupted) for s in (signal.SIGTERM, signal.SIGINT)}
+    rows: list[dict[str, Any]] = []
+    hist: list[dict[str, Any]] = []
+    code, phase = EXIT_OK, "preflight"
+    try:
+        lab = _lab(knobs, reasons)
+        protocols = tuple(dict.fromkeys(p for g in scenario.groups for p in g.protocols))
+        left = scenario.estimated_seconds()
+        for cell in cells:
+            phase = f"{cell.cell_id}: health"
+            wait_healthy(knobs.rest_url, knobs.grpc_target, protocols, knobs.health_timeout_s)
+            if len(protocols) == 2:
+                phase = f"{cell.cell_id}: parity"
+                manifest["parity"] = check_parity(knobs.rest_url, knobs.grpc_target)
+            phase = f"{cell.cell_id}: measure"
+            base = left
+
+            def tick(step: str, step_left: float, c: Cell = cell, base: float = base) -> None:
+                progress.show(c.index, _label(c), step, step_left, base)
+
+            window, cell_hist = measure(cell, lab, run_dir, tick)
+            row = build_row(window, scenario.gates)
+            rows.append(row)
+            hist += cell_hist
+            left -= cell.seconds
+            write_tables(run_dir, rows, hist)
+            manifest["cells_done"].append(cell.cell_id)
+            write_json(run_dir / MANIFEST, manifest)
+            if row["generator_saturated"]:
+                progress.message(f"{cell.cell_id}: load generator saturated (cell marked)")
+        manifest["status"] = "complete"
+        failed = [r["cell_id"] for r in rows if not r["gate_passed"]]
+        manifest["gates"] = {"passed": not failed, "failed_cells": failed, **vars(scenario.gates)}
+        code = EXIT_GATE_FAILED if failed else EXIT_OK
+    except (Interrupted, KeyboardInterrupt) as exc:
+        code = _incomplete(manifest, phase, f"interrupted by {exc or 'SIGINT'}")
+    except (TimeoutError, ParityError) as exc:
+        if not rows:
+            manifest["status"] = "failed"
+            manifest["interrupted"] = {"phase": phase, "reason": f"lab not ready: {exc}"}
+            code = EXIT_LAB_NOT_READY
+        else:
+            code = _incomplete(manifest, phase, f"lab failed mid-run: {exc}")
+    except RuntimeError as exc:
+        code = _incomplete(manifest, phase, f"load generator failed: {exc}")
+    finally:
+        for s, handler in old.items():
+            signal.signal(s, handler)
+        manifest["finished_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        manifest["exit_code"] = code
+        write_json(run_dir / MANIFEST, manifest)
+    progress.message(
+        f"{manifest['status']}: {len(rows)}/{len(cells)} cells, exit {code}: {run_dir}"
+    )
+    return code, run_dir
+
+
+def _incomplete(manifest: dict[str, Any], phase: str, reason: str) -> int:
+    manifest["status"] = "incomplete"
+    manifest["interrupted"] = {"phase": phase, "reason": reason}
+    return EXIT_INCOMPLETE

@@ -1,0 +1,161 @@
+"""One tidy row per measured cell, computed from the window's metric deltas and peaks."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from wirelab.metrics import STREAM_KINDS
+
+from wirelab_bench.histo import Snapshot, buckets, quantile, total
+from wirelab_bench.scenario import Cell, Gates
+
+QUANTILES = {"p50": 0.5, "p95": 0.95, "p99": 0.99, "p999": 0.999}
+NAN = math.nan
+
+
+@dataclass
+class Window:
+    """What one measured window produced; a side missing its source stays None."""
+
+    cell: Cell
+    started_at: float
+    seconds: float
+    server: Snapshot | None = None
+    client: Snapshot | None = None
+    containers: Snapshot | None = None
+    peaks: Snapshot = field(default_factory=dict)
+    generator_cpu_ratio: float = NAN
+    sources: dict[str, str] = field(default_factory=dict)
+
+
+def _ratio(num: float, den: float) -> float:
+    return num / den if den > 0 else NAN
+
+
+def _latencies(snap: Snapshot | None, hist: str, prefix: str, **match: str) -> dict[str, float]:
+    cum = buckets(snap, hist, **match) if snap is not None else []
+    return {f"{prefix}_{n}_ms": quantile(q, cum) * 1000 for n, q in QUANTILES.items()}
+
+
+def payload_per_call(cell: Cell) -> float:
+    """Application payload bytes one call moves in its main direction (NaN for orders)."""
+    if cell.kind in ("server_stream", "bidi"):
+        return float(cell.group.stream_count * cell.payload_bytes)
+    return float(cell.payload_bytes) if cell.payload_bytes else NAN
+
+
+def build_row(w: Window, gates: Gates) -> dict[str, Any]:
+    """The tidy row: identifiers, then rates, latencies, resources and gate verdict."""
+    c, s = w.cell, w.seconds
+    pk = {"protocol": c.protocol, "kind": c.kind}
+    row: dict[str, Any] = {
+        "cell_id": c.cell_id,
+        "group": c.group.name,
+        "protocol": c.protocol,
+        "kind": c.kind,
+        "load": c.load.label,
+        "users": c.load.users,
+        "target_rate": c.load.rate if c.load.rate is not None else NAN,
+        "payload_bytes": c.payload_bytes,
+        "repetition": c.repetition,
+        "started_at": w.started_at,
+        "window_s": s,
+    }
+    srv, cli = w.server, w.client
+    server_requests = total(srv, "server_requests", **pk) if srv is not None else NAN
+    server_ok = total(srv, "server_requests", outcome="ok", **pk) if srv is not None else NAN
+    if cli is not None:
+        requests = total(cli, "client_requests", **pk)
+        ok = total(cli, "client_requests", outcome="ok", **pk)
+    else:
+        requests, ok = server_requests, server_ok
+    row |= {
+        "requests": requests,
+        "errors": requests - ok,
+        "requests_per_s": _ratio(requests, s),
+        "ok_per_s": _ratio(ok, s),
+        "error_pct": 100 * _ratio(requests - ok, requests) if requests > 0 else NAN,
+        "server_requests_per_s": _ratio(server_requests, s),
+    }
+    row |= _latencies(cli, "client_duration", "client", **pk)
+    row |= _latencies(srv, "server_duration", "server", **pk)
+    stream = c.kind in STREAM_KINDS
+    for side, snap in (("client", cli), ("server", srv)):
+        ttfm = buckets(snap, f"{side}_ttfm", **pk) if stream and snap is not None else []
+        row[f"{side}_ttfm_p50_ms"] = quantile(0.5, ttfm) * 1000
+        row[f"{side}_ttfm_p95_ms"] = quantile(0.95, ttfm) * 1000
+    row |= _resources(w, server_requests, pk)
+    if stream and srv is not None:
+        row["messages_per_s"] = _ratio(total(srv, "server_messages_sent", **pk), s)
+    elif stream and cli is not None:
+        row["messages_per_s"] = _ratio(total(cli, "client_messages_received", **pk), s)
+    else:
+        row["messages_per_s"] = NAN
+    row["payload_bytes_per_s"] = _ratio(ok * payload_per_call(c), s)
+    row["generator_cpu_ratio"] = w.generator_cpu_ratio
+    saturated_flag = total(w.peaks, "client_saturated") if w.peaks else 0.0
+    row["generator_saturated"] = bool(w.generator_cpu_ratio >= 0.9 or saturated_flag >= 1)
+    row["client_source"] = w.sources.get("client", "none")
+    row["server_source"] = w.sources.get("server", "none")
+    row["container_source"] = w.sources.get("containers", "none")
+    row |= gate_verdict(row, gates)
+    return row
+
+
+def _resources(w: Window, server_requests: float, pk: dict[str, str]) -> dict[str, float]:
+    srv, job = w.server, {"job": pk["protocol"]}
+    out: dict[str, float] = {}
+    if srv is not None:
+        sent = total(srv, "server_response_bytes_sum", **pk)
+        received = total(srv, "server_request_bytes_sum", **pk)
+        out["cpu_s_per_request"] = _ratio(total(srv, "server_cpu_seconds", **job), server_requests)
+        out["request_bytes_per_request"] = _ratio(received, server_requests)
+        out["response_bytes_per_request"] = _ratio(sent, server_requests)
+        out["wire_bytes_per_request"] = _ratio(sent + received, server_requests)
+    else:
+        out |= dict.fromkeys(
+            (
+                "cpu_s_per_request",
+                "request_bytes_per_request",
+                "response_bytes_per_request",
+                "wire_bytes_per_request",
+            ),
+            NAN,
+        )
+    rss = [v for (n, labels), v in w.peaks.items() if n == "server_resident_memory"]
+    out["peak_rss_bytes"] = total(w.peaks, "server_resident_memory", **job) if rss else NAN
+    ct = w.containers
+    svc = {"container_label_com_docker_compose_service": pk["protocol"]}
+    if ct is not None:
+        net = total(ct, "container_network_receive_bytes", **svc) + total(
+            ct, "container_network_transmit_bytes", **svc
+        )
+        out["container_cpu_s_per_request"] = _ratio(
+            total(ct, "container_cpu_seconds", **svc), server_requests
+        )
+        out["container_peak_memory_bytes"] = total(w.peaks, "container_memory", **svc) or NAN
+        out["container_net_bytes_per_request"] = _ratio(net, server_requests)
+    else:
+        out["container_cpu_s_per_request"] = NAN
+        out["container_peak_memory_bytes"] = NAN
+        out["container_net_bytes_per_request"] = NAN
+    return out
+
+
+def gate_verdict(row: dict[str, Any], gates: Gates) -> dict[str, Any]:
+    """Pass unless the error ratio or the p99 (client side, else server side) is over its gate."""
+    reasons = []
+    err = row["error_pct"]
+    if math.isnan(err) or row["requests"] <= 0:
+        reasons.append("no requests completed")
+    elif err / 100 > gates.max_error_ratio:
+        reasons.append(f"error ratio {err / 100:.4f} > {gates.max_error_ratio}")
+    if gates.max_p99_ms is not None:
+        p99 = row["client_p99_ms"]
+        if math.isnan(p99):
+            p99 = row["server_p99_ms"]
+        if not math.isnan(p99) and p99 > gates.max_p99_ms:
+            reasons.append(f"p99 {p99:.1f} ms > {gates.max_p99_ms} ms")
+    return {"gate_passed": not reasons, "gate_reasons": "; ".join(reasons)}
