@@ -14,3 +14,17 @@ proto:
 # Everything CI runs: installs test dependencies, then lint, unit, integration, browser, e2e.
 test:
 	tests/run
+
+.PHONY: lab lab-down offline-images
+# Build and start the whole lab, returning when every service is healthy. Uses the offline
+# stand-in images (and leaves Grafana out) when no registry answers, or when WIRELAB_OFFLINE=1.
+lab:
+	offline/lab-up
+
+# Stop the lab; its Prometheus/Grafana volumes stay (`docker compose down -v` drops them too).
+lab-down:
+	docker compose --profile bench down --remove-orphans
+
+# Build the offline stand-in images only (each skipped when already present).
+offline-images:
+	offline/build-images
