@@ -1,0 +1,35 @@
+"""The shared business core: what a request does, independent of the transport carrying it."""
+
+from wirelab.core.blobs import (
+    Hasher,
+    check_blob_size,
+    check_chunk_size,
+    chunks,
+    digest,
+    hash_blob,
+    payload,
+    payload_slice,
+)
+from wirelab.core.limits import CoreError, Limits, check_range
+from wirelab.core.orders import OrderTotals, order_totals, process_order, process_order_async
+from wirelab.core.streams import StreamPlan, pong
+
+__all__ = [
+    "CoreError",
+    "Hasher",
+    "Limits",
+    "OrderTotals",
+    "StreamPlan",
+    "check_blob_size",
+    "check_chunk_size",
+    "check_range",
+    "chunks",
+    "digest",
+    "hash_blob",
+    "order_totals",
+    "payload",
+    "payload_slice",
+    "pong",
+    "process_order",
+    "process_order_async",
+]

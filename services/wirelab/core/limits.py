@@ -1,0 +1,41 @@
+"""Input limits shared by both transports, and the one error type the core raises."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+MIB = 1024 * 1024
+UINT32_MAX = 2**32 - 1
+UINT64_MAX = 2**64 - 1
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Largest values the services accept; the defaults are the spec's knob defaults."""
+
+    max_payload_bytes: int = 256 * MIB
+    chunk_bytes: int = MIB
+    max_stream_count: int = 100_000
+    max_message_bytes: int = 4 * MIB
+    max_interval_ms: int = 10_000
+    max_work_ms: int = 60_000
+
+
+class CoreError(ValueError):
+    """Bad input. ``over_limit`` distinguishes "too large" (413 / RESOURCE_EXHAUSTED) from
+    "malformed" (400 / INVALID_ARGUMENT); each transport maps it in one place."""
+
+    def __init__(self, message: str, *, over_limit: bool = False) -> None:
+        super().__init__(message)
+        self.message = message
+        self.over_limit = over_limit
+
+
+def check_range(name: str, value: int, maximum: int) -> int:
+    """Return ``value`` if 0 <= value <= maximum, else raise a CoreError naming the field."""
+    if value < 0:
+        raise CoreError(f"{name} must not be negative (got {value})")
+    if value > maximum:
+        raise CoreError(f"{name}={value} is over the limit of {maximum}", over_limit=True)
+    return value

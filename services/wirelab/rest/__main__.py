@@ -1,0 +1,51 @@
+"""`python -m wirelab.rest`: the REST service on uvicorn (uvloop + httptools)."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Sequence
+
+import uvicorn
+
+from wirelab import serving, settings
+from wirelab.rest.app import create_app
+
+PROG = "python -m wirelab.rest"
+# uvicorn's default WebSocket frame cap is 16 MiB; a ping is JSON with base64 (4/3 of the bytes).
+_WS_MIN_MAX_SIZE = 16 * 1024 * 1024
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """Bind the API port ourselves so a taken port is one clear line and a non-zero exit."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        return socket.create_server((host, port), family=family, backlog=2048)
+    except OSError as exc:
+        serving.fail_to_listen(PROG, "REST", host, port, exc)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    config = settings.load(argv, prog=PROG, description="wirelab REST service (FastAPI)")
+    sock = listen(config.host, config.rest_port)
+    metrics = serving.instruments(config, "rest", config.rest_handlers)
+    serving.serve_metrics(config, PROG)
+    ws_max = max(_WS_MIN_MAX_SIZE, config.limits.max_message_bytes * 4 // 3 + 4096)
+    server = uvicorn.Server(
+        uvicorn.Config(
+            create_app(config, metrics),
+            loop="uvloop",
+            http="httptools",
+            ws="websockets-sansio",
+            lifespan="on",
+            access_log=False,
+            ws_max_size=ws_max,
+            timeout_graceful_shutdown=int(config.grace_seconds),
+        )
+    )
+    print(f"{PROG}: listening on {config.host}:{config.rest_port}", flush=True)
+    # uvicorn handles SIGTERM: stop accepting, drain in-flight calls for the grace period.
+    server.run(sockets=[sock])
+
+
+if __name__ == "__main__":
+    main()

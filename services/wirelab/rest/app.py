@@ -1,0 +1,67 @@
+"""The FastAPI application: routes, error mapping, health and (unless switched off) metrics."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio.to_thread
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import ValidationError
+
+from wirelab.core import CoreError
+from wirelab.metrics import ServerMetrics
+from wirelab.rest.middleware import MetricsMiddleware
+from wirelab.rest.routes import build_router
+from wirelab.settings import Settings
+
+
+def _validation_detail(errors: Sequence[Any]) -> str:
+    # One readable line instead of FastAPI's list, so every 4xx body is {"detail": "<message>"}.
+    parts = []
+    for err in errors:
+        where = ".".join(str(p) for p in err.get("loc", ()) if p != "body")
+        parts.append(f"{where or 'body'}: {err.get('msg')}")
+    return "; ".join(parts)
+
+
+async def _core_error(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, CoreError)
+    return JSONResponse({"detail": exc.message}, status_code=413 if exc.over_limit else 400)
+
+
+async def _request_invalid(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError | ValidationError)
+    return JSONResponse({"detail": _validation_detail(exc.errors())}, status_code=422)
+
+
+def create_app(settings: Settings, metrics: ServerMetrics | None = None) -> FastAPI:
+    """Build the app; with ``metrics`` None no instrumentation is installed at all."""
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        # Sync handlers run in anyio's pool; size it like the sync gRPC server's.
+        anyio.to_thread.current_default_thread_limiter().total_tokens = settings.grpc_threads
+        yield
+
+    app = FastAPI(
+        lifespan=lifespan,
+        title="wirelab REST",
+        version="1.0",
+        description="REST mirror of wirelab.v1.WireLab (proto/wirelab/v1/wirelab.proto).",
+    )
+    app.include_router(build_router(settings.limits, settings.rest_handlers == "sync"))
+    app.add_exception_handler(CoreError, _core_error)
+    app.add_exception_handler(RequestValidationError, _request_invalid)
+    app.add_exception_handler(ValidationError, _request_invalid)
+
+    @app.get("/healthz")
+    async def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    if metrics is not None:
+        app.add_middleware(MetricsMiddleware, metrics=metrics)
+    return app

@@ -1,0 +1,127 @@
+"""Pure ASGI metrics middleware: times each call to its last body byte and counts body bytes."""
+
+from __future__ import annotations
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from wirelab.metrics import Call, ServerMetrics, http_outcome
+
+# (method, path) -> kind. Anything else that is not an operational endpoint counts as "other",
+# so 404s and 405s still show up in the request counter.
+KINDS = {
+    ("POST", "/v1/orders"): "unary",
+    ("GET", "/v1/stream"): "server_stream",
+    ("POST", "/v1/blobs"): "upload",
+    ("POST", "/v1/blobs/json"): "upload_json",
+    ("POST", "/v1/blobs/stream"): "upload_chunked",
+    ("GET", "/v1/blobs"): "download",
+    ("GET", "/v1/blobs/json"): "download_json",
+    ("GET", "/v1/blobs/stream"): "download_chunked",
+}
+WEBSOCKET_KINDS = {"/v1/pingpong": "bidi"}
+OTHER_KIND = "other"
+UNMEASURED = frozenset({"/healthz", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"})
+# Kinds whose body is a stream of messages (each ASGI body message counts as one).
+STREAMED_IN = frozenset({"upload_chunked"})
+STREAMED_OUT = frozenset({"server_stream", "download_chunked"})
+# Close codes the server sends for bad ping frames, as the HTTP status they stand for.
+_CLOSE_STATUS = {1000: 101, 1007: 400, 1008: 400, 1009: 413}
+_CLEAN_CLIENT_CLOSE = frozenset({1000, 1001, 1005})
+
+
+class MetricsMiddleware:
+    def __init__(self, app: ASGIApp, metrics: ServerMetrics) -> None:
+        self.app = app
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        kind_type = scope["type"]
+        if kind_type == "http" and scope["path"] not in UNMEASURED:
+            kind = KINDS.get((scope["method"], scope["path"]), OTHER_KIND)
+            await self._http(self.metrics.start(kind), scope, receive, send)
+        elif kind_type == "websocket":
+            kind = WEBSOCKET_KINDS.get(scope["path"], OTHER_KIND)
+            await self._websocket(self.metrics.start(kind), scope, receive, send)
+        else:
+            await self.app(scope, receive, send)
+
+    async def _http(self, call: Call, scope: Scope, receive: Receive, send: Send) -> None:
+        # A plain body is one message whatever its size; a streamed body counts its pieces.
+        messages_in = 1 if call.kind in STREAMED_IN else 0
+        messages_out = 1 if call.kind in STREAMED_OUT else 0
+        if not messages_in:
+            call.messages_in = 1
+        status = 0
+
+        async def counting_receive() -> Message:
+            message = await receive()
+            body = message.get("body")
+            if body:
+                call.received(len(body), messages_in)
+            return message
+
+        async def counting_send(message: Message) -> None:
+            nonlocal status
+            await send(message)
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                return
+            body = message.get("body")
+            if body:
+                call.sent(len(body), messages_out)
+            if not message.get("more_body", False):
+                if not messages_out:
+                    call.messages_out = 1
+                # Whole-call duration ends here: the last body byte has been handed to the server.
+                call.finish(http_outcome(status), str(status))
+
+        try:
+            await self.app(scope, counting_receive, counting_send)
+        except BaseException:
+            call.finish("server_error", "500")
+            raise
+        finally:
+            # The response never completed: the client went away mid-response.
+            call.finish("cancelled", "499")
+
+    async def _websocket(self, call: Call, scope: Scope, receive: Receive, send: Send) -> None:
+        status = 403  # closed before the handshake was accepted
+        client_code = 0
+
+        async def counting_receive() -> Message:
+            nonlocal client_code
+            message = await receive()
+            if message["type"] == "websocket.receive":
+                text = message.get("text")
+                if text is not None:
+                    call.received(len(text) if text.isascii() else len(text.encode()))
+                else:
+                    call.received(len(message.get("bytes") or b""))
+            elif message["type"] == "websocket.disconnect":
+                client_code = message.get("code", 1005)
+            return message
+
+        async def counting_send(message: Message) -> None:
+            nonlocal status
+            await send(message)
+            mtype = message["type"]
+            if mtype == "websocket.send":
+                text = message.get("text")
+                if text is not None:
+                    call.sent(len(text) if text.isascii() else len(text.encode()))
+                else:
+                    call.sent(len(message.get("bytes") or b""))
+            elif mtype == "websocket.accept":
+                status = 101
+            elif mtype == "websocket.close" and status == 101:
+                status = _CLOSE_STATUS.get(message.get("code", 1000), 500)
+
+        try:
+            await self.app(scope, counting_receive, counting_send)
+        except BaseException:
+            call.finish("server_error", "500")
+            raise
+        if client_code and client_code not in _CLEAN_CLIENT_CLOSE:
+            call.finish("cancelled", "499")
+        else:
+            call.finish(http_outcome(status), str(status))

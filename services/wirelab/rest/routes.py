@@ -1,0 +1,183 @@
+"""The REST routes: thin adapters from HTTP to the shared core, one per contract method."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from typing import Any, ParamSpec, TypeVar
+
+from fastapi import APIRouter, Depends, Request, Response, WebSocket
+from fastapi.responses import StreamingResponse
+from starlette.websockets import WebSocketDisconnect
+
+from wirelab import core
+from wirelab.core import CoreError, Limits, OrderTotals, StreamPlan
+from wirelab.rest import codec
+from wirelab.rest.models import Blob, BlobDigest, BlobUpload, OrderReply, OrderRequest
+
+P = ParamSpec("P")
+R = TypeVar("R")
+OCTETS = "application/octet-stream"
+NDJSON = "application/x-ndjson"
+_BINARY_BODY: dict[str, Any] = {
+    "requestBody": {
+        "required": True,
+        "content": {OCTETS: {"schema": {"type": "string", "format": "binary"}}},
+    }
+}
+_JSON_BLOB_BODY: dict[str, Any] = {
+    "requestBody": {
+        "required": True,
+        "content": {"application/json": {"schema": BlobUpload.model_json_schema()}},
+    }
+}
+
+
+def on_loop(fn: Callable[P, R]) -> Callable[P, Awaitable[R]]:
+    """Run a CPU-only handler on the event loop (async mode) instead of FastAPI's thread pool."""
+
+    @functools.wraps(fn)
+    async def run(*args: P.args, **kwargs: P.kwargs) -> R:
+        return fn(*args, **kwargs)
+
+    return run
+
+
+def _reply(request: OrderRequest, totals: OrderTotals) -> OrderReply:
+    order = request.order
+    return OrderReply(
+        order_id=order.order_id,
+        item_count=totals.item_count,
+        total_cents=totals.total_cents,
+        word_count=totals.word_count,
+        char_count=totals.char_count,
+        order=order,
+    )
+
+
+def _check_declared_length(request: Request, limit: int) -> None:
+    # Refuse an announced oversize body before reading a byte of it.
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise CoreError(f"body of {declared} bytes is over the limit of {limit}", over_limit=True)
+
+
+def body_reader(limit: int) -> Callable[[Request], Awaitable[bytes]]:
+    """A dependency that reads a whole request body, refusing it once it passes ``limit``."""
+
+    async def read_body(request: Request) -> bytes:
+        _check_declared_length(request, limit)
+        parts: list[bytes] = []
+        total = 0
+        async for part in request.stream():
+            total += len(part)
+            if total > limit:
+                raise CoreError(f"body is over the limit of {limit} bytes", over_limit=True)
+            parts.append(part)
+        return b"".join(parts)
+
+    return read_body
+
+
+def _blob_headers(size: int) -> dict[str, str]:
+    return {"x-wirelab-size": str(size), "x-wirelab-sha256": core.digest(size)}
+
+
+def build_router(limits: Limits, sync: bool) -> APIRouter:
+    """All contract routes. ``sync`` picks plain ``def`` handlers, run in FastAPI's thread pool."""
+    router = APIRouter(prefix="/v1")
+    cpu = (lambda fn: fn) if sync else on_loop
+    # base64 makes a JSON body 4/3 of the blob; allow that plus the JSON around it.
+    json_limit = (limits.max_payload_bytes + 2) // 3 * 4 + 1024
+
+    async def orders_async(request: OrderRequest) -> OrderReply:
+        o = request.order
+        return _reply(
+            request, await core.process_order_async(o, request.work_ms, request.count_words, limits)
+        )
+
+    def orders_sync(request: OrderRequest) -> OrderReply:
+        o = request.order
+        return _reply(request, core.process_order(o, request.work_ms, request.count_words, limits))
+
+    async def ndjson_async(plan: StreamPlan, encoded: bytes) -> AsyncIterator[bytes]:
+        async for seq, _ in plan.messages_async():
+            yield codec.ndjson_line(seq, encoded)
+
+    def ndjson_sync(plan: StreamPlan, encoded: bytes) -> Iterator[bytes]:
+        for seq, _ in plan.messages():
+            yield codec.ndjson_line(seq, encoded)
+
+    def stream(count: int = 0, size: int = 0, interval_ms: int = 0) -> StreamingResponse:
+        plan = StreamPlan.build(count, size, interval_ms, limits)
+        encoded = codec.b64(plan.data)
+        lines = ndjson_sync(plan, encoded) if sync else ndjson_async(plan, encoded)
+        return StreamingResponse(lines, media_type=NDJSON)
+
+    def upload(body: bytes = Depends(body_reader(limits.max_payload_bytes))) -> BlobDigest:
+        size, sha = core.hash_blob(body, limits)
+        return BlobDigest(size=size, sha256=sha)
+
+    def upload_json(body: bytes = Depends(body_reader(json_limit))) -> BlobDigest:
+        text = BlobUpload.model_validate_json(body).data
+        size, sha = core.hash_blob(codec.decode_b64(text, "data"), limits)
+        return BlobDigest(size=size, sha256=sha)
+
+    async def upload_stream(request: Request) -> BlobDigest:
+        # Async in both modes: Starlette exposes the body as a stream to async code only.
+        _check_declared_length(request, limits.max_payload_bytes)
+        hasher = core.Hasher(limits)
+        async for part in request.stream():
+            hasher.update(part)
+        return BlobDigest(size=hasher.size, sha256=hasher.hexdigest())
+
+    def download(size: int = 0) -> Response:
+        core.check_blob_size(size, limits)
+        return Response(core.payload(size), media_type=OCTETS, headers=_blob_headers(size))
+
+    def download_json(size: int = 0) -> Response:
+        core.check_blob_size(size, limits)
+        data = codec.b64(core.payload(size)).decode("ascii")
+        blob = Blob(data=data, size=size, sha256=core.digest(size))
+        return Response(blob.model_dump_json(), media_type="application/json")
+
+    async def chunks_async(size: int, chunk_size: int) -> AsyncIterator[bytes]:
+        for chunk in core.chunks(size, chunk_size):
+            yield chunk
+
+    def download_stream(size: int = 0, chunk_size: int = 0) -> StreamingResponse:
+        core.check_blob_size(size, limits)
+        step = core.check_chunk_size(chunk_size, limits)
+        body = core.chunks(size, step) if sync else chunks_async(size, step)
+        return StreamingResponse(body, media_type=OCTETS, headers=_blob_headers(size))
+
+    async def pingpong(websocket: WebSocket) -> None:
+        await websocket.accept()
+        try:
+            while True:
+                message = await websocket.receive()
+                if message["type"] == "websocket.disconnect":
+                    return
+                if message.get("text") is None:
+                    raise CoreError("ping frames must be JSON text frames")
+                await websocket.send_text(codec.answer_ping(message["text"], limits))
+        except WebSocketDisconnect:
+            return
+        except CoreError as exc:
+            # 1009 = message too big, 1007 = invalid payload data (RFC 6455 section 7.4.1).
+            await websocket.close(code=1009 if exc.over_limit else 1007, reason=exc.message[:120])
+
+    router.post("/orders", response_model=OrderReply)(orders_sync if sync else orders_async)
+    router.get("/stream", response_class=StreamingResponse)(cpu(stream))
+    router.post("/blobs", response_model=BlobDigest, openapi_extra=_BINARY_BODY)(cpu(upload))
+    router.post("/blobs/json", response_model=BlobDigest, openapi_extra=_JSON_BLOB_BODY)(
+        cpu(upload_json)
+    )
+    router.post("/blobs/stream", response_model=BlobDigest, openapi_extra=_BINARY_BODY)(
+        upload_stream
+    )
+    router.get("/blobs", response_class=Response)(cpu(download))
+    router.get("/blobs/json", response_model=Blob)(cpu(download_json))
+    router.get("/blobs/stream", response_class=StreamingResponse)(cpu(download_stream))
+    router.websocket("/pingpong")(pingpong)
+    return router

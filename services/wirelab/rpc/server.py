@@ -1,0 +1,124 @@
+"""Builds and runs the gRPC server: aio by default, or grpc.server with a thread pool."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import grpc
+import grpc.aio
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+
+# health re-exports its asyncio servicer as `aio` at runtime; the stubs do not declare it.
+from grpc_health.v1.health import aio as health_aio  # type: ignore[attr-defined]
+from grpc_reflection.v1alpha import reflection
+
+from wirelab import serving
+from wirelab.metrics import ServerMetrics
+from wirelab.rpc.interceptor import AioMetricsInterceptor
+from wirelab.rpc.kinds import SERVICE
+from wirelab.rpc.servicer import AsyncWireLab
+from wirelab.rpc.sync_interceptor import SyncMetricsInterceptor
+from wirelab.rpc.sync_servicer import SyncWireLab
+from wirelab.settings import Settings
+from wirelab.v1 import wirelab_pb2_grpc as pb_grpc
+
+PROG = "python -m wirelab.rpc"
+
+
+def server_options(settings: Settings) -> list[tuple[str, int]]:
+    limit = settings.grpc_max_message_bytes
+    return [
+        ("grpc.max_send_message_length", limit),
+        ("grpc.max_receive_message_length", limit),
+        # Without this a second server on the same port silently shares it (SO_REUSEPORT).
+        ("grpc.so_reuseport", 0),
+    ]
+
+
+def _register(server: Any, servicer: Any, health_servicer: Any) -> None:
+    pb_grpc.add_WireLabServicer_to_server(servicer, server)
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    names = (SERVICE, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name)
+    reflection.enable_server_reflection((*names, reflection.SERVICE_NAME), server)
+
+
+def _bind(server: Any, settings: Settings, port: int) -> int:
+    """Listen on ``port`` (0 = any free port) and return the bound port."""
+    try:
+        bound = int(server.add_insecure_port(f"{settings.host}:{port}"))
+    except RuntimeError as exc:
+        raise OSError(f"address already in use or unavailable ({exc})") from None
+    if bound == 0:
+        raise OSError("address already in use or unavailable")
+    return bound
+
+
+def build_aio(
+    settings: Settings, metrics: ServerMetrics | None, port: int
+) -> tuple[grpc.aio.Server, health_aio.HealthServicer, int]:
+    interceptors = [AioMetricsInterceptor(metrics)] if metrics is not None else []
+    server = grpc.aio.server(interceptors=interceptors, options=server_options(settings))
+    health_servicer = health_aio.HealthServicer()
+    _register(server, AsyncWireLab(settings.limits), health_servicer)
+    return server, health_servicer, _bind(server, settings, port)
+
+
+def build_sync(
+    settings: Settings, metrics: ServerMetrics | None, port: int
+) -> tuple[grpc.Server, health.HealthServicer, int]:
+    interceptors: list[grpc.ServerInterceptor[Any, Any]] = (
+        [SyncMetricsInterceptor(metrics)] if metrics is not None else []
+    )
+    server = grpc.server(
+        ThreadPoolExecutor(max_workers=settings.grpc_threads, thread_name_prefix="grpc"),
+        interceptors=interceptors,
+        options=server_options(settings),
+    )
+    health_servicer = health.HealthServicer()
+    _register(server, SyncWireLab(settings.limits), health_servicer)
+    return server, health_servicer, _bind(server, settings, port)
+
+
+def _listen(build: Any, settings: Settings, concurrency: str) -> tuple[Any, Any]:
+    """Build the server on the API port (failing loudly if taken), then serve /metrics."""
+    metrics = serving.instruments(settings, "grpc", concurrency)
+    try:
+        server, health_servicer, _ = build(settings, metrics, settings.grpc_port)
+    except OSError as exc:
+        serving.fail_to_listen(PROG, "gRPC", settings.host, settings.grpc_port, exc)
+    serving.serve_metrics(settings, PROG)
+    return server, health_servicer
+
+
+async def serve_aio(settings: Settings) -> None:
+    server, health_servicer = _listen(build_aio, settings, "aio")
+    await server.start()
+    for name in ("", SERVICE):
+        await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    print(f"{PROG}: aio server listening on {settings.host}:{settings.grpc_port}", flush=True)
+    await stop.wait()
+    # NOT_SERVING first so health-checking clients stop sending, then drain in-flight calls.
+    await health_servicer.enter_graceful_shutdown()
+    await server.stop(settings.grace_seconds)
+
+
+def serve_sync(settings: Settings) -> None:
+    server, health_servicer = _listen(build_sync, settings, "sync")
+    server.start()
+    for name in ("", SERVICE):
+        health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    print(f"{PROG}: sync server listening on {settings.host}:{settings.grpc_port}", flush=True)
+    stop.wait()
+    health_servicer.enter_graceful_shutdown()
+    server.stop(settings.grace_seconds).wait()

@@ -1,0 +1,37 @@
+"""Process plumbing both services share: the /metrics thread and loud failures to listen."""
+
+from __future__ import annotations
+
+import sys
+from typing import NoReturn
+
+from prometheus_client import REGISTRY, start_http_server
+
+from wirelab.metrics import ServerMetrics
+from wirelab.settings import Settings
+
+
+def fail_to_listen(prog: str, what: str, host: str, port: int, exc: BaseException) -> NoReturn:
+    """Exit non-zero with one clear line instead of a traceback (e.g. the port is taken)."""
+    print(f"{prog}: cannot listen for {what} on {host}:{port}: {exc}", file=sys.stderr)
+    sys.exit(1)
+
+
+def instruments(settings: Settings, protocol: str, concurrency: str) -> ServerMetrics | None:
+    """The server metrics in the default registry, or None when WIRELAB_METRICS=off."""
+    return ServerMetrics(protocol, REGISTRY, concurrency) if settings.metrics else None
+
+
+def serve_metrics(settings: Settings, prog: str) -> None:
+    """Serve the default registry (with its process_* and python_* collectors) on the metrics
+    port from prometheus_client's own thread: both services expose it the same way, off the API
+    port, even with instrumentation off."""
+    try:
+        start_http_server(settings.metrics_port, settings.host, registry=REGISTRY)
+    except OSError as exc:
+        fail_to_listen(prog, "metrics", settings.host, settings.metrics_port, exc)
+
+
+def local_host(host: str) -> str:
+    """Where a healthcheck in the same container reaches a server bound to ``host``."""
+    return "127.0.0.1" if host in ("", "0.0.0.0", "::") else host

@@ -1,0 +1,127 @@
+"""The WIRELAB_* knobs: one table gives each its default, environment variable and --help line."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from wirelab.core import Limits
+
+
+@dataclass(frozen=True)
+class Knob:
+    name: str  # attribute name; env variable is WIRELAB_<NAME>, flag is --<name-with-dashes>
+    default: str
+    help: str
+    choices: tuple[str, ...] = ()
+
+    @property
+    def env(self) -> str:
+        return f"WIRELAB_{self.name.upper()}"
+
+
+KNOBS = (
+    Knob("host", "0.0.0.0", "bind address"),
+    Knob("rest_port", "8000", "REST API port (+ /healthz, /openapi.json)"),
+    Knob("grpc_port", "50051", "gRPC port"),
+    Knob("metrics_port", "9100", "Prometheus /metrics port of either service"),
+    Knob(
+        "metrics",
+        "on",
+        "off = no instrumentation at all (observer-effect benchmark)",
+        ("on", "off"),
+    ),
+    Knob("rest_handlers", "async", "sync = plain def handlers in a thread pool", ("async", "sync")),
+    Knob("grpc_server", "aio", "sync = grpc.server with a ThreadPoolExecutor", ("aio", "sync")),
+    Knob("grpc_threads", "32", "worker threads of the sync gRPC server and the REST sync pool"),
+    Knob("max_payload_bytes", "268435456", "largest blob; gRPC message limit is this + 1 MiB"),
+    Knob("chunk_bytes", "1048576", "default chunk size of chunked downloads"),
+    Knob("max_stream_count", "100000", "largest stream `count`"),
+    Knob("max_message_bytes", "4194304", "largest stream message `size` / ping payload"),
+    Knob("max_interval_ms", "10000", "largest stream `interval_ms`"),
+    Knob("max_work_ms", "60000", "largest order `work_ms`"),
+    Knob("grace_seconds", "10", "SIGTERM drain period in seconds"),
+)
+
+
+@dataclass(frozen=True)
+class Settings:
+    host: str = "0.0.0.0"
+    rest_port: int = 8000
+    grpc_port: int = 50051
+    metrics_port: int = 9100
+    metrics: bool = True
+    rest_handlers: str = "async"
+    grpc_server: str = "aio"
+    grpc_threads: int = 32
+    grace_seconds: float = 10.0
+    limits: Limits = field(default_factory=Limits)
+
+    @property
+    def grpc_max_message_bytes(self) -> int:
+        # Room for the protobuf framing around the largest blob.
+        return self.limits.max_payload_bytes + 1024 * 1024
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative: {text}")
+    return value
+
+
+def parser(
+    prog: str, description: str, environ: Mapping[str, str] | None = None
+) -> argparse.ArgumentParser:
+    """Command-line parser whose defaults come from the environment, then from the knob table."""
+    env = os.environ if environ is None else environ
+    p = argparse.ArgumentParser(prog=prog, description=description)
+    for knob in KNOBS:
+        p.add_argument(
+            f"--{knob.name.replace('_', '-')}",
+            default=env.get(knob.env, knob.default),
+            choices=knob.choices or None,
+            help=f"{knob.help} (env {knob.env}, default {knob.default})",
+        )
+    return p
+
+
+def load(
+    argv: Sequence[str] | None = None,
+    *,
+    prog: str = "wirelab",
+    description: str = "",
+    environ: Mapping[str, str] | None = None,
+) -> Settings:
+    """Resolve every knob from argv, then WIRELAB_* variables, then defaults."""
+    p = parser(prog, description, environ)
+    ns = vars(p.parse_args(argv))
+    try:
+        ints = {k.name: _positive_int(ns[k.name]) for k in KNOBS if k.default.isdigit()}
+    except (ValueError, argparse.ArgumentTypeError) as exc:
+        p.error(f"bad integer knob: {exc}")
+    for knob in KNOBS:
+        if knob.choices and ns[knob.name] not in knob.choices:
+            p.error(f"{knob.env} must be one of {', '.join(knob.choices)}")
+    limits = Limits(
+        max_payload_bytes=ints["max_payload_bytes"],
+        chunk_bytes=ints["chunk_bytes"],
+        max_stream_count=ints["max_stream_count"],
+        max_message_bytes=ints["max_message_bytes"],
+        max_interval_ms=ints["max_interval_ms"],
+        max_work_ms=ints["max_work_ms"],
+    )
+    return Settings(
+        host=ns["host"],
+        rest_port=ints["rest_port"],
+        grpc_port=ints["grpc_port"],
+        metrics_port=ints["metrics_port"],
+        metrics=ns["metrics"] == "on",
+        rest_handlers=ns["rest_handlers"],
+        grpc_server=ns["grpc_server"],
+        grpc_threads=max(1, ints["grpc_threads"]),
+        grace_seconds=float(ints["grace_seconds"]),
+        limits=limits,
+    )
