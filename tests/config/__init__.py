@@ -1,0 +1,1 @@
+"""Config tests: Prometheus, Grafana and compose files checked without Docker."""

@@ -1,0 +1,74 @@
+"""Every PromQL expression parses and names only metrics the lab really produces."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+import promql_parser
+import pytest
+
+from tests.config.catalogue import EXPORTER_LISTS, catalogue, listed_names
+from tests.config.queries import Query, all_queries, substitute
+
+QUERIES = all_queries()
+KNOWN = catalogue()
+
+
+def metric_names(expr: str) -> set[str]:
+    names: set[str] = set()
+
+    def visit(node: object) -> None:
+        if isinstance(node, promql_parser.VectorSelector):
+            by_matcher = [m.value for m in node.matchers.matchers if m.name == "__name__"]
+            names.update([node.name] if node.name else by_matcher)
+
+    promql_parser.walk(promql_parser.parse(expr), visit)
+    return names
+
+
+def test_every_source_contributes() -> None:
+    sources = Counter(q.source.split(":")[0] for q in QUERIES)
+    for source in (
+        "grafana/dashboards/rest-vs-grpc.json",
+        "grafana/dashboards/containers-host.json",
+        "grafana/dashboards/load-generator.json",
+        "prometheus/rules/wirelab.rules.yml",
+        "prometheus/rules/wirelab.alerts.yml",
+    ):
+        assert sources[source] > 0, f"no queries from {source}"
+
+
+@pytest.mark.parametrize("query", QUERIES, ids=lambda q: q.source)
+def test_query_parses_and_names_known_metrics(query: Query) -> None:
+    assert "$" not in query.expr.replace('"$1"', ""), "a Grafana variable was left in"
+    names = metric_names(query.expr)
+    assert names, "a query that selects no metric"
+    unknown = sorted(names - KNOWN.keys())
+    assert not unknown, f"{query.source} names metrics nobody exports: {unknown}"
+
+
+def test_every_listed_exporter_metric_is_used() -> None:
+    # The cAdvisor/node-exporter lists are claims the e2e run has to prove: keep them minimal.
+    used = set().union(*(metric_names(q.expr) for q in QUERIES))
+    for origin, path in EXPORTER_LISTS.items():
+        unused = sorted(listed_names(path) - used)
+        assert not unused, f"{origin} list names metrics no query uses: {unused}"
+
+
+def test_unknown_metric_is_caught() -> None:
+    assert "wirelab_server_request_total" not in KNOWN  # the missing "s" a typo would drop
+    assert metric_names("rate(wirelab_server_request_total[1m])") - KNOWN.keys()
+
+
+def test_substitution_rejects_unknown_variables() -> None:
+    assert substitute("rate(x[$interval])", {"interval": "30s"}) == "rate(x[30s])"
+    assert substitute('x{k=~"${kind:regex}"}', {"kind": "a"}) == 'x{k=~"a"}'
+    with pytest.raises(KeyError):
+        substitute("rate(x[$window])", {"interval": "30s"})
+
+
+def test_recording_rules_follow_level_metric_operations() -> None:
+    for name, origin in KNOWN.items():
+        if origin == "recording rules":
+            assert re.fullmatch(r"[a-z_]+:[a-z_]+:[a-z0-9_]+", name), name
