@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 Json = dict[str, Any]
@@ -228,82 +228,3 @@ def _panel(kind: str, title: str, description: str, w: int, h: int) -> Json:
         "datasource": DATASOURCE,
         "gridPos": {"w": w, "h": h},
     }
-
-
-def custom_variable(name: str, label: str, values: list[str], default: list[str]) -> Json:
-    """A multi-value list with an All option (Grafana renders a selection as ``(a|b)``);
-    ``default`` may be ``["All"]``."""
-    return {
-        "type": "custom",
-        "name": name,
-        "label": label,
-        "query": ",".join(values),
-        "multi": True,
-        "includeAll": True,
-        # Grafana stores an "All" selection as the value $__all.
-        "current": {
-            "selected": True,
-            "text": default,
-            "value": ["$__all" if v == "All" else v for v in default],
-        },
-        "options": [{"selected": v in default, "text": v, "value": v} for v in values],
-        "hide": 0,
-    }
-
-
-def interval_variable(values: list[str], default: str) -> Json:
-    """The rate window of queries that are not recording rules."""
-    return {
-        "type": "interval",
-        "name": "interval",
-        "label": "rate window",
-        "query": ",".join(values),
-        "auto": False,
-        "current": {"selected": True, "text": default, "value": default},
-        "options": [{"selected": v == default, "text": v, "value": v} for v in values],
-        "refresh": 2,
-        "hide": 0,
-    }
-
-
-@dataclass
-class Dashboard:
-    """Panels in reading order; :meth:`render` assigns ids and packs them into the 24-wide grid."""
-
-    uid: str
-    title: str
-    description: str
-    variables: list[Json] = field(default_factory=list)
-    panels: list[Json] = field(default_factory=list)
-
-    def add(self, *panels: Json) -> None:
-        self.panels.extend(panels)
-
-    def render(self) -> Json:
-        x = y = line_h = 0
-        laid: list[Json] = []
-        for pid, panel in enumerate(self.panels, start=1):
-            w, h = panel["gridPos"]["w"], panel["gridPos"]["h"]
-            if x + w > 24 or panel["type"] == "row":
-                x, y, line_h = 0, y + line_h, 0
-            laid.append({**panel, "id": pid, "gridPos": {"x": x, "y": y, "w": w, "h": h}})
-            x, line_h = x + w, max(line_h, h)
-        return {
-            "id": None,
-            "uid": self.uid,
-            "title": self.title,
-            "description": self.description,
-            "tags": ["wirelab"],
-            "timezone": "utc",
-            "editable": False,
-            "graphTooltip": 1,
-            "refresh": "5s",
-            "time": {"from": "now-15m", "to": "now"},
-            "schemaVersion": SCHEMA_VERSION,
-            "version": 1,
-            "links": [{"type": "dashboards", "tags": ["wirelab"], "asDropdown": False,
-                       "title": "wirelab", "includeVars": False, "keepTime": True}],
-            "annotations": {"list": []},
-            "templating": {"list": self.variables},
-            "panels": laid,
-        }  # fmt: skip
