@@ -8,10 +8,10 @@ from typing import Any, cast
 import grpc
 import grpc.aio
 
-from wirelab.metrics import Call, ServerMetrics
-from wirelab.rpc.kinds import METHOD_KINDS, OTHER_KIND, UNMEASURED_PREFIXES, finish_error, finish_ok
+from wirelab.metrics import Call
+from wirelab.rpc.kinds import OTHER_KIND, finish_error, finish_ok
+from wirelab.rpc.measure import AioInterceptor, Handler, MeasuredMethods, rebuild
 
-Handler = grpc.RpcMethodHandler[Any, Any]
 Continuation = Callable[[grpc.HandlerCallDetails], Awaitable[Handler]]
 
 
@@ -21,33 +21,19 @@ async def _counted(requests: AsyncIterator[Any], call: Call) -> AsyncIterator[An
         yield request
 
 
-class AioMetricsInterceptor(grpc.aio.ServerInterceptor[Any, Any]):
-    """Wraps each contract method's handler once and caches it, so a call costs one dict lookup
-    before the handler runs."""
-
-    def __init__(self, metrics: ServerMetrics) -> None:
-        self.metrics = metrics
-        self._wrapped: dict[str, Handler] = {}
-        self._unimplemented = grpc.stream_stream_rpc_method_handler(self._unknown_method)
-
+class AioMetricsInterceptor(MeasuredMethods, AioInterceptor):
     async def intercept_service(
         self, continuation: Continuation, handler_call_details: grpc.HandlerCallDetails
     ) -> Handler:
         method = handler_call_details.method
-        wrapped = self._wrapped.get(method)
+        wrapped = self.wrapped.get(method)
         if wrapped is not None:
             return wrapped
         # None (typed away by the stubs) means no service knows the method.
         handler: Handler | None = await continuation(handler_call_details)
-        kind = METHOD_KINDS.get(method)
-        if handler is None and not method.startswith(UNMEASURED_PREFIXES):
-            return self._unimplemented
-        if kind is None or handler is None:
-            return cast(Handler, handler)
-        wrapped = self._wrapped[method] = self._wrap(handler, kind)
-        return wrapped
+        return cast(Handler, self.resolve(method, handler))
 
-    async def _unknown_method(self, requests: AsyncIterator[bytes], context: Any) -> None:
+    async def unknown_method(self, requests: Any, context: Any) -> None:
         call = self.metrics.start(OTHER_KIND)
         try:
             await context.abort(grpc.StatusCode.UNIMPLEMENTED, "Method not found!")
@@ -55,22 +41,16 @@ class AioMetricsInterceptor(grpc.aio.ServerInterceptor[Any, Any]):
             finish_error(call, context, exc)
             raise
 
-    def _wrap(self, handler: Handler, kind: str) -> Handler:
-        start = self.metrics.start
-        codec = {
-            "request_deserializer": handler.request_deserializer,
-            "response_serializer": handler.response_serializer,
-        }
-        unary = handler.unary_unary or handler.stream_unary
-        if unary is not None:
-            client_streaming = handler.stream_unary is not None
+    def wrap(self, handler: Handler, kind: str) -> Handler:
+        begin = self.begin
+        streaming_in = handler.request_streaming
+        if not handler.response_streaming:
+            unary = cast(
+                Callable[[Any, Any], Awaitable[Any]], handler.unary_unary or handler.stream_unary
+            )
 
             async def one_reply(request: Any, context: Any) -> Any:
-                call = start(kind)
-                if client_streaming:
-                    request = _counted(request, call)
-                else:
-                    call.received(request.ByteSize())
+                call, request = begin(kind, request, streaming_in, _counted)
                 try:
                     reply = await unary(request, context)
                 except BaseException as exc:
@@ -80,21 +60,14 @@ class AioMetricsInterceptor(grpc.aio.ServerInterceptor[Any, Any]):
                 finish_ok(call, context)
                 return reply
 
-            if client_streaming:
-                return grpc.stream_unary_rpc_method_handler(one_reply, **codec)
-            return grpc.unary_unary_rpc_method_handler(one_reply, **codec)
+            return rebuild(handler, one_reply)
         # On an aio server these behaviours are async generator functions, whatever the stubs say.
         streaming = cast(
             Callable[[Any, Any], AsyncIterator[Any]], handler.unary_stream or handler.stream_stream
         )
-        client_streaming = handler.stream_stream is not None
 
         async def replies(request: Any, context: Any) -> AsyncIterator[Any]:
-            call = start(kind)
-            if client_streaming:
-                request = _counted(request, call)
-            else:
-                call.received(request.ByteSize())
+            call, request = begin(kind, request, streaming_in, _counted)
             try:
                 async for reply in streaming(request, context):
                     size = reply.ByteSize()
@@ -107,6 +80,4 @@ class AioMetricsInterceptor(grpc.aio.ServerInterceptor[Any, Any]):
                 raise
             finish_ok(call, context)
 
-        if client_streaming:
-            return grpc.stream_stream_rpc_method_handler(replies, **codec)
-        return grpc.unary_stream_rpc_method_handler(replies, **codec)
+        return rebuild(handler, replies)

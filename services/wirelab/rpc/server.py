@@ -20,6 +20,7 @@ from wirelab import serving
 from wirelab.metrics import ServerMetrics
 from wirelab.rpc.interceptor import AioMetricsInterceptor
 from wirelab.rpc.kinds import SERVICE
+from wirelab.rpc.measure import SyncInterceptor
 from wirelab.rpc.servicer import AsyncWireLab
 from wirelab.rpc.sync_interceptor import SyncMetricsInterceptor
 from wirelab.rpc.sync_servicer import SyncWireLab
@@ -70,7 +71,7 @@ def build_aio(
 def build_sync(
     settings: Settings, metrics: ServerMetrics | None, port: int
 ) -> tuple[grpc.Server, health.HealthServicer, int]:
-    interceptors: list[grpc.ServerInterceptor[Any, Any]] = (
+    interceptors: list[SyncInterceptor] = (
         [SyncMetricsInterceptor(metrics)] if metrics is not None else []
     )
     server = grpc.server(

@@ -7,10 +7,9 @@ from typing import Any
 
 import grpc
 
-from wirelab.metrics import Call, ServerMetrics
-from wirelab.rpc.kinds import METHOD_KINDS, OTHER_KIND, UNMEASURED_PREFIXES, finish_error, finish_ok
-
-Handler = grpc.RpcMethodHandler[Any, Any]
+from wirelab.metrics import Call
+from wirelab.rpc.kinds import OTHER_KIND, finish_error, finish_ok
+from wirelab.rpc.measure import Handler, MeasuredMethods, SyncInterceptor, rebuild
 
 
 def _counted(requests: Iterator[Any], call: Call) -> Iterator[Any]:
@@ -19,55 +18,36 @@ def _counted(requests: Iterator[Any], call: Call) -> Iterator[Any]:
         yield request
 
 
-class SyncMetricsInterceptor(grpc.ServerInterceptor[Any, Any]):
-    def __init__(self, metrics: ServerMetrics) -> None:
-        self.metrics = metrics
-        self._wrapped: dict[str, Handler] = {}
-        self._unimplemented = grpc.stream_stream_rpc_method_handler(self._unknown_method)
-
+class SyncMetricsInterceptor(MeasuredMethods, SyncInterceptor):
     def intercept_service(
         self,
         continuation: Callable[[grpc.HandlerCallDetails], Handler | None],
         handler_call_details: grpc.HandlerCallDetails,
     ) -> Handler | None:
         method = handler_call_details.method
-        wrapped = self._wrapped.get(method)
+        wrapped = self.wrapped.get(method)
         if wrapped is not None:
             return wrapped
-        handler = continuation(handler_call_details)
-        kind = METHOD_KINDS.get(method)
-        if handler is None and not method.startswith(UNMEASURED_PREFIXES):
-            return self._unimplemented
-        if kind is None or handler is None:
-            return handler
-        wrapped = self._wrapped[method] = self._wrap(handler, kind)
-        return wrapped
+        return self.resolve(method, continuation(handler_call_details))
 
-    def _unknown_method(self, requests: Iterator[bytes], context: Any) -> Iterator[bytes]:
+    def unknown_method(self, requests: Any, context: Any) -> Iterator[bytes]:
         call = self.metrics.start(OTHER_KIND)
         try:
             context.abort(grpc.StatusCode.UNIMPLEMENTED, "Method not found!")
         except BaseException as exc:
             finish_error(call, context, exc)
             raise
-        yield b""  # unreachable: abort raises; the yield makes this a streaming handler
+        yield b""  # never reached (abort raises); the yield makes this a streaming behaviour
 
-    def _wrap(self, handler: Handler, kind: str) -> Handler:
-        start = self.metrics.start
-        codec = {
-            "request_deserializer": handler.request_deserializer,
-            "response_serializer": handler.response_serializer,
-        }
-        unary = handler.unary_unary or handler.stream_unary
-        if unary is not None:
-            client_streaming = handler.stream_unary is not None
+    def wrap(self, handler: Handler, kind: str) -> Handler:
+        begin = self.begin
+        streaming_in = handler.request_streaming
+        if not handler.response_streaming:
+            unary = handler.unary_unary or handler.stream_unary
+            assert unary is not None
 
             def one_reply(request: Any, context: Any) -> Any:
-                call = start(kind)
-                if client_streaming:
-                    request = _counted(request, call)
-                else:
-                    call.received(request.ByteSize())
+                call, request = begin(kind, request, streaming_in, _counted)
                 try:
                     reply = unary(request, context)
                 except BaseException as exc:
@@ -77,19 +57,12 @@ class SyncMetricsInterceptor(grpc.ServerInterceptor[Any, Any]):
                 finish_ok(call, context)
                 return reply
 
-            if client_streaming:
-                return grpc.stream_unary_rpc_method_handler(one_reply, **codec)
-            return grpc.unary_unary_rpc_method_handler(one_reply, **codec)
+            return rebuild(handler, one_reply)
         streaming = handler.unary_stream or handler.stream_stream
         assert streaming is not None
-        client_streams = handler.stream_stream is not None
 
         def replies(request: Any, context: Any) -> Iterator[Any]:
-            call = start(kind)
-            if client_streams:
-                request = _counted(request, call)
-            else:
-                call.received(request.ByteSize())
+            call, request = begin(kind, request, streaming_in, _counted)
             try:
                 for reply in streaming(request, context):
                     size = reply.ByteSize()
@@ -100,6 +73,4 @@ class SyncMetricsInterceptor(grpc.ServerInterceptor[Any, Any]):
                 raise
             finish_ok(call, context)
 
-        if client_streams:
-            return grpc.stream_stream_rpc_method_handler(replies, **codec)
-        return grpc.unary_stream_rpc_method_handler(replies, **codec)
+        return rebuild(handler, replies)
