@@ -11,7 +11,7 @@ from gevent.pywsgi import WSGIServer
 from locust.runners import MasterRunner, WorkerRunner
 from prometheus_client import CollectorRegistry, make_wsgi_app
 
-from locust import events
+from locust import LoadTestShape, events
 from wirelab_locust import options, shapes
 from wirelab_locust.metrics import SATURATED_RATIO, ClientCollector, Gauges
 from wirelab_locust.timing import OBSERVATIONS
@@ -39,7 +39,11 @@ def _on_init(environment: Any, runner: Any, web_ui: Any = None, **_: Any) -> Non
     # Offered in the web UI's shape picker (--class-picker); paced needs --users and --run-time.
     environment.available_shape_classes = {
         **(environment.available_shape_classes or {}),
-        **{name: shapes.build(name, parsed) for name in shapes.SHAPES if name != "paced"},
+        **{
+            name: StageShape(name, shapes.build(name, parsed))
+            for name in shapes.SHAPES
+            if name != "paced"
+        },
     }
     if web_ui is not None:
         _protocols_from_web_form(environment, web_ui)
@@ -79,8 +83,20 @@ def _protocols_from_web_form(environment: Any, web_ui: Any) -> None:
     web_ui.app.before_request(apply)
 
 
+class StageShape(LoadTestShape):
+    """Plays one of the stage tables of shapes.py."""
+
+    def __init__(self, name: str, stages: list[shapes.Stage]) -> None:
+        super().__init__()  # type: ignore[no-untyped-call]
+        self.name = name
+        self.stages = stages
+
+    def tick(self) -> tuple[int, float] | None:
+        return shapes.at(self.stages, self.get_run_time())  # type: ignore[no-untyped-call]
+
+
 def install_shape(environment: Any, name: str) -> None:
-    shape = shapes.build(name, environment.parsed_options)
+    shape = StageShape(name, shapes.build(name, environment.parsed_options))
     shape.runner = environment.runner
     environment.shape_class = shape
     log.info("load shape %s: %s", name, shapes.SHAPES[name][0])

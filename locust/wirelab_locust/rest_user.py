@@ -45,9 +45,15 @@ class RestLabUser(LabUserMixin, FastHttpUser):
         self.http = self.client.client.clientpool.get_client(url)
         self.prefix = url.path.rstrip("/")
         self.ws_url = "ws" + self.knobs.rest_host.removeprefix("http") + "/v1/pingpong"
-        self.order_body = content.order(id(self), self.knobs.note_words)
-        self.order_items = content.expected_totals(self.order_body)
-        self.order_body.update(work_ms=self.knobs.work_ms, count_words=self.knobs.count_words)
+        order = content.order(id(self), self.knobs.note_words)
+        self.order_items = content.expected_totals(order)
+        self.order_id = order["order_id"]
+        # The JSON mirror of OrderRequest, field for field.
+        self.order_body = {
+            "order": order,
+            "work_ms": self.knobs.work_ms,
+            "count_words": self.knobs.count_words,
+        }
 
     @contextmanager
     def timed(self, kind: str) -> Iterator[Call]:
@@ -93,7 +99,7 @@ class RestLabUser(LabUserMixin, FastHttpUser):
             reply = self._json(call, self._request(call, "POST", "/v1/orders", body, _JSON))
             call.check(
                 (reply["item_count"], reply["total_cents"]) == self.order_items
-                and reply["order_id"] == self.order_body["order_id"],
+                and reply["order_id"] == self.order_id,
                 "order totals differ from what was sent",
             )
 

@@ -1,12 +1,11 @@
-"""Load shapes from the studies, as stage tables chosen by name (--shape)."""
+"""Load shapes from the studies as stage tables chosen by name (--shape); no Locust import, so
+the tables are testable without gevent's monkey-patching."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
-
-from locust import LoadTestShape
 
 
 @dataclass(frozen=True)
@@ -80,27 +79,20 @@ def scaled(stages: list[Stage], factor: float) -> list[Stage]:
     return [Stage(s.until * factor, s.users, s.spawn_rate / factor) for s in stages]
 
 
-class StageShape(LoadTestShape):
-    """Plays a stage table; returns None after the last stage so the run ends by itself."""
-
-    def __init__(self, name: str, stages: list[Stage]) -> None:
-        super().__init__()  # type: ignore[no-untyped-call]
-        self.name = name
-        self.stages = stages
-
-    def tick(self) -> tuple[int, float] | None:
-        now = self.get_run_time()  # type: ignore[no-untyped-call]
-        for stage in self.stages:
-            if now < stage.until:
-                return stage.users, stage.spawn_rate
-        return None
+def at(stages: list[Stage], seconds: float) -> tuple[int, float] | None:
+    """What LoadTestShape.tick answers ``seconds`` into the run: (users, spawn rate), or None
+    after the last stage so the run ends by itself."""
+    for stage in stages:
+        if seconds < stage.until:
+            return stage.users, stage.spawn_rate
+    return None
 
 
-def build(name: str, options: Any) -> StageShape:
-    """The shape called ``name``, with --shape-time-scale applied."""
+def build(name: str, options: Any) -> list[Stage]:
+    """The stage table called ``name``, with --shape-time-scale applied."""
     if name not in SHAPES:
         raise ValueError(f"--shape {name!r}: unknown, choose one of {', '.join(SHAPES)}")
     factor = float(options.shape_time_scale)
     if factor <= 0:
         raise ValueError("--shape-time-scale must be > 0")
-    return StageShape(name, scaled(SHAPES[name][1](options), factor))
+    return scaled(SHAPES[name][1](options), factor)

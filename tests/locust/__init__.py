@@ -1,0 +1,1 @@
+"""Tests of the Locust glue: shapes, metrics, options and real headless, distributed, UI runs."""
