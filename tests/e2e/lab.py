@@ -1,0 +1,113 @@
+"""The compose lab under a unique project name: bring up, call compose, find ports, tear down."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+
+from tests.config.queries import REPO
+
+T = TypeVar("T")
+# Host ports the lab publishes; empty values give ephemeral ports on 127.0.0.1, so the test never
+# collides with a lab someone already runs here.
+HOST_PORT_VARIABLES = (
+    "WIRELAB_REST_HOST_PORT", "WIRELAB_GRPC_HOST_PORT", "WIRELAB_PROMETHEUS_HOST_PORT",
+    "WIRELAB_CADVISOR_HOST_PORT", "WIRELAB_GRAFANA_HOST_PORT", "WIRELAB_LOCUST_HOST_PORT",
+    "WIRELAB_JUPYTER_HOST_PORT",
+)  # fmt: skip
+
+
+def choose_images() -> dict[str, str]:
+    """offline/env's KEY=VALUE lines: upstream or stand-in images (built here if needed)."""
+    done = subprocess.run(
+        [str(REPO / "offline" / "env")], capture_output=True, text=True, timeout=900
+    )
+    assert done.returncode == 0, f"offline/env failed:\n{done.stderr[-4000:]}"
+    pairs = (line.split("=", 1) for line in done.stdout.splitlines() if "=" in line)
+    return {key: value for key, value in pairs}
+
+
+def wait_for(what: str, probe: Callable[[], T | None], timeout: float, every: float = 1.0) -> T:
+    """Call probe until it returns something truthy; fail with `what` after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = probe()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+        time.sleep(every)
+
+
+@dataclass
+class Lab:
+    project: str
+    env: dict[str, str]
+    results: Path
+    services: list[str]
+
+    @classmethod
+    def create(cls, results: Path) -> Lab:
+        chosen = choose_images()
+        env = {**os.environ, **chosen, **dict.fromkeys(HOST_PORT_VARIABLES, "")}
+        env |= {
+            "WIRELAB_RESULTS_DIR": str(results),
+            "WIRELAB_UID": str(os.getuid()),
+            "WIRELAB_GID": str(os.getgid()),
+        }
+        lab = cls(f"wirelab-e2e-{uuid.uuid4().hex[:8]}", env, results, [])
+        excluded = set(chosen.get("WIRELAB_EXCLUDE", "").split())
+        every = lab.compose("config", "--services", timeout=60).stdout.split()
+        lab.services = [s for s in every if s not in excluded]
+        return lab
+
+    def compose(
+        self, *args: str, timeout: float, check: bool = True
+    ) -> subprocess.CompletedProcess[str]:
+        command = ["docker", "compose", "-p", self.project, "-f", str(REPO / "compose.yaml")]
+        done = subprocess.run(
+            [*command, *args], cwd=REPO, env=self.env, capture_output=True, text=True,
+            timeout=timeout,
+        )  # fmt: skip
+        if check and done.returncode != 0:
+            raise AssertionError(
+                f"docker compose {' '.join(args)} exited {done.returncode}:\n"
+                f"{done.stdout[-2000:]}\n{done.stderr[-4000:]}"
+            )
+        return done
+
+    def up(self) -> None:
+        self.compose("build", *self.services, timeout=900)
+        self.compose("up", "-d", "--wait", "--wait-timeout", "240", *self.services, timeout=300)
+
+    def url(self, service: str, port: int) -> str:
+        address = self.compose("port", service, str(port), timeout=30).stdout.strip()
+        return f"http://{address}"
+
+    def container(self, service: str) -> str:
+        return self.compose("ps", "-q", service, timeout=30).stdout.split()[0]
+
+    def logs(self) -> str:
+        return self.compose("logs", "--no-color", "--tail", "40", timeout=60, check=False).stdout
+
+    def down(self) -> None:
+        self.compose("--profile", "bench", "down", "-v", "--remove-orphans", "--timeout", "20",
+                     timeout=180)  # fmt: skip
+
+    def leftovers(self) -> list[str]:
+        """Containers, volumes and networks still carrying this project's label."""
+        label = f"label=com.docker.compose.project={self.project}"
+        found: list[str] = []
+        for kind in ("container", "volume", "network"):
+            listing = ["docker", kind, "ls", "-q", "--filter", label]
+            if kind == "container":
+                listing.insert(3, "-a")
+            out = subprocess.run(listing, capture_output=True, text=True, timeout=30).stdout
+            found += [f"{kind} {name}" for name in out.split()]
+        return found
