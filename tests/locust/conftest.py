@@ -14,6 +14,7 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -130,13 +131,20 @@ class LocustRun:
     def url(self, path: str) -> str:
         return f"http://127.0.0.1:{self.web_port}{path}"
 
-    def state(self) -> str:
-        return str(json.loads(get(self.url("/stats/requests")))["state"])
+    def ui_stats(self) -> dict[str, Any]:
+        return dict(json.loads(get(self.url("/stats/requests"))))
 
     def wait_stopped(self, timeout: float = 40.0) -> None:
-        wait_for("end of the run", lambda: self.state() == "stopped", timeout)
-        # Locust's CSV writer runs once a second; after two ticks the file holds the final counts.
-        time.sleep(2.2)
+        wait_for("end of the run", lambda: self.ui_stats()["state"] == "stopped", timeout)
+        # The CSV is rewritten every second but flushed only every 5 s: wait until it holds the
+        # final total that the web UI already shows.
+        final = self.ui_stats()["stats"][-1]["num_requests"]
+        wait_for("final CSV", lambda: self.csv_total() == final, 12)
+
+    def csv_total(self) -> int:
+        with (self.workdir / "run_stats.csv").open() as f:
+            rows = [row for row in csv.DictReader(f) if row["Name"] == "Aggregated"]
+        return int(rows[0]["Request Count"]) if rows else -1
 
     def metrics(self) -> Samples:
         text = get(f"http://127.0.0.1:{self.metrics_port}/metrics").decode()
