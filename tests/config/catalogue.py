@@ -44,8 +44,8 @@ def catalogue() -> dict[str, str]:
 def server_metric_names() -> set[str]:
     """Sample names a service exposes: a real ServerMetrics per protocol, exposition parsed.
 
-    The services also serve prometheus_client's default process, platform and GC collectors
-    (SPEC: process_cpu_seconds_total, process_resident_memory_bytes), registered here too.
+    The services register on prometheus_client's default REGISTRY (wirelab/serving.py), which
+    also carries the process, platform and GC collectors: registered here too.
     """
     names: set[str] = set()
     for protocol in PROTOCOLS:  # one process, so one registry, per protocol

@@ -147,3 +147,13 @@ def _seconds(duration: str) -> float:
 
 def _fmt(seconds: float) -> str:
     return f"{round(seconds * 1000)}ms" if seconds < 1 else f"{round(seconds)}s"
+
+
+def main() -> None:
+    """`python3 -m tests.config.queries`: one query a line, source and expression tab-separated."""
+    for query in all_queries():
+        print(f"{query.source}\t{' '.join(query.expr.split())}")
+
+
+if __name__ == "__main__":
+    main()
