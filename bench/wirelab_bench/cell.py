@@ -40,7 +40,7 @@ class Lab:
     client_metrics_port: int
     server_urls: dict[str, str] = field(default_factory=dict)  # protocol -> direct /metrics
     prometheus: Prometheus | None = None
-    export_delay_s: float = 1.5
+    export_delay_s: float = 1.0
     export_step_s: float = 0.0
 
 

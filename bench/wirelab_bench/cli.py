@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
 from wirelab_bench import knobs as knob_table
+from wirelab_bench.report import render, resolve_run
 from wirelab_bench.runner import EXIT_USAGE, run
 from wirelab_bench.scenario import ScenarioError, load_scenario, resolve
 
@@ -37,11 +39,32 @@ def parser() -> argparse.ArgumentParser:
         "--dry-run", action="store_true", help="print the cells and planned time, measure nothing"
     )
     knob_table.add_arguments(bench)
+    report = sub.add_parser(
+        "report",
+        help="execute the report notebook on a results folder and export it to HTML",
+        description="Run notebooks/report.py top to bottom on one results folder (no Prometheus "
+        "needed) and write report.ipynb, report.html and the PNGs next to the results.",
+    )
+    report.add_argument(
+        "results", nargs="?", default="", help="results folder (default: the newest one)"
+    )
+    report.add_argument(
+        "--results-dir",
+        default=os.environ.get("WIRELAB_BENCH_RESULTS_DIR", "results"),
+        help="where to find the newest folder (default 'results'; env WIRELAB_BENCH_RESULTS_DIR)",
+    )
+    report.add_argument(
+        "--output-dir",
+        default=os.environ.get("WIRELAB_REPORT_OUTPUT", ""),
+        help="where the report goes (default: the results folder; env WIRELAB_REPORT_OUTPUT)",
+    )
     return top
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    if args.command == "report":
+        return _report(args)
     knobs = knob_table.from_namespace(args)
     try:
         scenario = load_scenario(resolve(args.scenario, Path(knobs.scenarios_dir)))
@@ -55,6 +78,17 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     code, _ = run(scenario, knobs)
     return code
+
+
+def _report(args: argparse.Namespace) -> int:
+    try:
+        run_dir = resolve_run(args.results, args.results_dir)
+    except FileNotFoundError as exc:
+        print(f"wirelab report: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    html = render(run_dir, Path(args.output_dir) if args.output_dir else None)
+    print(html)
+    return 0
 
 
 if __name__ == "__main__":

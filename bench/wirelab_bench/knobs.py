@@ -33,7 +33,7 @@ KNOBS: tuple[tuple[str, type, object, str], ...] = (
     ("locustfile", str, _repo_path("locust/locustfile.py"), "the project's locustfile"),
     ("locust_args", str, "", "extra Locust arguments for every cell (shell-quoted)"),
     ("health_timeout_s", float, 60.0, "seconds to wait for both services to be healthy per cell"),
-    ("export_delay_s", float, 1.5,
+    ("export_delay_s", float, 1.0,
      "seconds after a window before exporting it from Prometheus (lets the last scrape land)"),
     ("export_step_s", float, 0.0, "Prometheus range-export step; 0 = window/120, at least 1 s"),
     ("compose_project", str, "wirelab", "compose project whose image versions go in the manifest"),

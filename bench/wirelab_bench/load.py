@@ -63,6 +63,7 @@ def locust_command(cell: Cell, target: Target, csv_prefix: Path) -> list[str]:
         "--work-ms", str(g.work_ms),
         "--stream-count", str(g.stream_count),
         "--stream-interval-ms", str(g.stream_interval_ms),
+        "--ping-count", str(g.stream_count),
         "--fail-over-ms", f"{g.failure_threshold_ms:g}",
         "--metrics-port", str(target.metrics_port),
         "--metrics-bind", "127.0.0.1",

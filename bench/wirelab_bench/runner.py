@@ -17,7 +17,7 @@ from wirelab_bench.parity import ParityError, check_parity
 from wirelab_bench.progress import Progress
 from wirelab_bench.prom import Prometheus
 from wirelab_bench.results import MANIFEST, new_run_dir, write_json, write_tables
-from wirelab_bench.scenario import Cell, Scenario
+from wirelab_bench.scenario import CELL_OVERHEAD_S, Cell, Scenario
 from wirelab_bench.scrape import probe
 from wirelab_bench.tidy import build_row
 
@@ -122,7 +122,7 @@ def run(scenario: Scenario, knobs: Knobs) -> tuple[int, Path]:
             row = build_row(window, scenario.gates)
             rows.append(row)
             hist += cell_hist
-            left -= cell.seconds
+            left -= cell.seconds + CELL_OVERHEAD_S
             write_tables(run_dir, rows, hist)
             manifest["cells_done"].append(cell.cell_id)
             write_json(run_dir / MANIFEST, manifest)

@@ -10,6 +10,8 @@ from typing import Any
 from wirelab.metrics import KINDS_BY_PROTOCOL, PROTOCOLS
 
 ALL_KINDS = tuple(dict.fromkeys(k for p in PROTOCOLS for k in KINDS_BY_PROTOCOL[p]))
+# Starting and stopping Locust, health and parity checks: measured at about 2.5 s per cell here.
+CELL_OVERHEAD_S = 2.5
 # Unary orders carry no sized payload: one cell per load level, payload column 0.
 UNSIZED_KINDS = frozenset({"unary"})
 
@@ -108,7 +110,7 @@ class Scenario:
         return cells
 
     def estimated_seconds(self) -> float:
-        return sum(c.seconds for c in self.cells())
+        return sum(c.seconds + CELL_OVERHEAD_S for c in self.cells())
 
 
 _GROUP_KEYS = {

@@ -12,8 +12,13 @@ def scrape(url: str, job: str, timeout: float = 5.0) -> list[Sample]:
     """Every sample at ``url``, labelled ``job`` as Prometheus would label that target."""
     response = httpx.get(url, timeout=timeout)
     response.raise_for_status()
+    return parse(response.text, job)
+
+
+def parse(text: str, job: str) -> list[Sample]:
+    """Samples of a Prometheus text exposition, each labelled ``job``."""
     samples: list[Sample] = []
-    for family in text_string_to_metric_families(response.text):
+    for family in text_string_to_metric_families(text):
         for s in family.samples:
             samples.append((s.name, {**s.labels, "job": job}, float(s.value)))
     return samples

@@ -110,7 +110,9 @@ def _resources(w: Window, server_requests: float, pk: dict[str, str]) -> dict[st
     if srv is not None:
         sent = total(srv, "server_response_bytes_sum", **pk)
         received = total(srv, "server_request_bytes_sum", **pk)
-        out["cpu_s_per_request"] = _ratio(total(srv, "server_cpu_seconds", **job), server_requests)
+        cpu = total(srv, "server_cpu_seconds", **job)
+        out["cpu_s_per_request"] = _ratio(cpu, server_requests)
+        out["server_cpu_pct"] = 100 * _ratio(cpu, w.seconds)
         out["request_bytes_per_request"] = _ratio(received, server_requests)
         out["response_bytes_per_request"] = _ratio(sent, server_requests)
         out["wire_bytes_per_request"] = _ratio(sent + received, server_requests)
@@ -118,27 +120,29 @@ def _resources(w: Window, server_requests: float, pk: dict[str, str]) -> dict[st
         out |= dict.fromkeys(
             (
                 "cpu_s_per_request",
+                "server_cpu_pct",
                 "request_bytes_per_request",
                 "response_bytes_per_request",
                 "wire_bytes_per_request",
             ),
             NAN,
         )
-    rss = [v for (n, labels), v in w.peaks.items() if n == "server_resident_memory"]
-    out["peak_rss_bytes"] = total(w.peaks, "server_resident_memory", **job) if rss else NAN
+    seen_rss = any(n == "server_resident_memory" for n, _ in w.peaks)
+    out["peak_rss_bytes"] = total(w.peaks, "server_resident_memory", **job) if seen_rss else NAN
     ct = w.containers
     svc = {"container_label_com_docker_compose_service": pk["protocol"]}
     if ct is not None:
         net = total(ct, "container_network_receive_bytes", **svc) + total(
             ct, "container_network_transmit_bytes", **svc
         )
-        out["container_cpu_s_per_request"] = _ratio(
-            total(ct, "container_cpu_seconds", **svc), server_requests
-        )
+        cpu = total(ct, "container_cpu_seconds", **svc)
+        out["container_cpu_s_per_request"] = _ratio(cpu, server_requests)
+        out["container_cpu_pct"] = 100 * _ratio(cpu, w.seconds)
         out["container_peak_memory_bytes"] = total(w.peaks, "container_memory", **svc) or NAN
         out["container_net_bytes_per_request"] = _ratio(net, server_requests)
     else:
         out["container_cpu_s_per_request"] = NAN
+        out["container_cpu_pct"] = NAN
         out["container_peak_memory_bytes"] = NAN
         out["container_net_bytes_per_request"] = NAN
     return out

@@ -1,0 +1,52 @@
+"""`wirelab report`: execute the report notebook on a results folder and export it to HTML."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from wirelab_bench.knobs import REPO
+from wirelab_bench.results import latest_run
+
+NOTEBOOK = REPO / "notebooks" / "report.py"
+
+
+def render(run_dir: Path, output_dir: Path | None = None, timeout: int = 600) -> Path:
+    """Run notebooks/report.py top to bottom on ``run_dir``; returns the HTML report's path.
+
+    The notebook takes its parameters from the environment, so the executed copy is the source
+    file as stored plus outputs: no injected cell to explain.
+    """
+    import jupytext
+    import nbformat
+    from nbclient import NotebookClient
+    from nbconvert import HTMLExporter
+
+    out = output_dir or run_dir
+    out.mkdir(parents=True, exist_ok=True)
+    nb = jupytext.read(NOTEBOOK)
+    saved = {k: os.environ.get(k) for k in ("WIRELAB_REPORT_RESULTS", "WIRELAB_REPORT_OUTPUT")}
+    os.environ["WIRELAB_REPORT_RESULTS"] = str(run_dir.resolve())
+    os.environ["WIRELAB_REPORT_OUTPUT"] = str(out.resolve())
+    try:
+        client = NotebookClient(
+            nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(out)}}
+        )
+        client.execute()
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    nbformat.write(nb, out / "report.ipynb")  # type: ignore[no-untyped-call]
+    exporter = HTMLExporter(exclude_input=True)  # type: ignore[no-untyped-call]
+    body, _ = exporter.from_notebook_node(nb)
+    html = out / "report.html"
+    html.write_text(body)
+    return html
+
+
+def resolve_run(given: str, results_root: str) -> Path:
+    """The folder given, else the newest run under ``results_root``."""
+    return Path(given) if given else latest_run(Path(results_root))

@@ -1,0 +1,488 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # wirelab report: REST vs gRPC
+#
+# Reads one results folder written by `wirelab bench <scenario>` (nothing else: no live
+# Prometheus) and turns it into tables, plots and a conclusion per interaction kind.
+# Every number below comes from that folder; every sentence of the conclusions is generated
+# from those numbers. Timings compare protocols **within this one run** only.
+
+# %%
+import json
+import math
+import os
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from IPython.display import Markdown, display
+from scipy import stats
+
+# %% tags=["parameters"]
+# The results folder to report on; empty = $WIRELAB_REPORT_RESULTS, else the newest folder
+# under $WIRELAB_RESULTS_ROOT (default: ./results, then ../results).
+results_dir = ""
+# Where PNGs go; empty = $WIRELAB_REPORT_OUTPUT, else the results folder (or, if that is
+# read-only as in the Jupyter container, ./report-output/<run>).
+output_dir = ""
+
+# %%
+pd.set_option("display.width", 160)
+pd.set_option("display.max_columns", 30)
+
+
+def _latest(root: Path) -> Path:
+    runs = sorted(p for p in root.iterdir() if (p / "manifest.json").exists())
+    if not runs:
+        raise FileNotFoundError(f"no results folder under {root}; run `wirelab bench smoke`")
+    return runs[-1]
+
+
+def _find_run() -> Path:
+    chosen = results_dir or os.environ.get("WIRELAB_REPORT_RESULTS", "")
+    if chosen:
+        return Path(chosen)
+    roots = [os.environ.get("WIRELAB_RESULTS_ROOT", ""), "results", "../results"]
+    for root in filter(None, roots):
+        if Path(root).is_dir():
+            return _latest(Path(root))
+    raise FileNotFoundError("no results root found; set results_dir or WIRELAB_RESULTS_ROOT")
+
+
+RUN = _find_run().resolve()
+manifest = json.loads((RUN / "manifest.json").read_text())
+tidy = pd.read_csv(RUN / "tidy.csv") if (RUN / "tidy.csv").exists() else pd.DataFrame()
+hist_path = RUN / "histograms.csv"
+hist = pd.read_csv(hist_path) if hist_path.exists() else pd.DataFrame()
+if not hist.empty:
+    hist["le"] = hist["le"].astype(float)  # "inf" stays text until told otherwise
+
+
+def _output() -> Path:
+    chosen = output_dir or os.environ.get("WIRELAB_REPORT_OUTPUT", "")
+    if chosen:
+        out = Path(chosen)
+    elif os.access(RUN, os.W_OK):
+        out = RUN
+    else:
+        out = Path("report-output") / RUN.name
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+OUT = _output()
+SAVED: list[Path] = []
+
+
+def save(fig: "plt.Figure", name: str) -> None:
+    path = OUT / f"{name}.png"
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    SAVED.append(path)
+    display(fig)  # embedded in the notebook, so the HTML export carries it too
+    plt.close(fig)
+
+
+def say(text: str) -> None:
+    display(Markdown(text))
+
+
+git = manifest.get("git") or {}
+host = manifest.get("host") or {}
+say(
+    f"**Run** `{RUN.name}` — scenario **{manifest.get('scenario')}**, status "
+    f"**{manifest.get('status')}**, {len(tidy)} of {manifest.get('cells_planned')} cells "
+    "measured.  \n"
+    f"git `{git.get('sha')}`{' (dirty)' if git.get('dirty') else ''}; host {host.get('cpu_count')} "
+    f"cores, {host.get('memory_bytes', 0) / 2**30:.1f} GiB, kernel {host.get('kernel')}."
+)
+if manifest.get("status") != "complete":
+    say(f"⚠ This run is **{manifest.get('status')}**: {manifest.get('interrupted')}.")
+for what, why in (manifest.get("missing") or {}).items():
+    say(f"- not measured: *{what}* — {why}")
+
+# %% [markdown]
+# ## The data
+# One row per protocol x kind x load x payload x repetition. Cells where the load generator,
+# not the service, was saturated are flagged: their throughput is a floor, not a capacity.
+
+# %%
+HAVE = not tidy.empty
+if not HAVE:
+    say("This results folder holds no measured cells; nothing below can be computed.")
+else:
+    tidy["generator_saturated"] = tidy["generator_saturated"].astype(bool)
+    COND = ["protocol", "kind", "group", "load", "users", "payload_bytes"]
+    show = [
+        "protocol", "kind", "load", "payload_bytes", "repetition", "requests_per_s",
+        "error_pct", "client_p50_ms", "client_p99_ms", "server_p50_ms", "cpu_s_per_request",
+        "wire_bytes_per_request", "generator_saturated",
+    ]  # fmt: skip
+    display(tidy[show].round(4))
+    saturated = tidy[tidy["generator_saturated"]]
+    if len(saturated):
+        say(f"⚠ {len(saturated)} cell(s) had a saturated load generator: {list(saturated.cell_id)}")
+
+
+# %% [markdown]
+# ## Repetitions and confidence intervals
+# Mean and 95 % confidence interval (Student's t) across repetitions of each condition.
+
+
+# %%
+def ci(values: pd.Series) -> tuple[float, float, float]:
+    v = values.dropna().to_numpy(dtype=float)
+    if len(v) == 0:
+        return math.nan, math.nan, math.nan
+    mean = float(v.mean())
+    if len(v) < 2 or float(v.std(ddof=1)) == 0:
+        return mean, mean, mean
+    half = float(stats.t.ppf(0.975, len(v) - 1) * v.std(ddof=1) / math.sqrt(len(v)))
+    return mean, mean - half, mean + half
+
+
+def summarise(frame: pd.DataFrame, column: str) -> pd.DataFrame:
+    rows = []
+    for keys, part in frame.groupby(COND, dropna=False):
+        mean, low, high = ci(part[column])
+        rows.append({**dict(zip(COND, keys, strict=True)), "n": len(part), "mean": mean,
+                     "ci_low": low, "ci_high": high})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+if HAVE:
+    reps = int(tidy["repetition"].max()) + 1
+    if reps < 2:
+        say("One repetition per condition: confidence intervals need at least two "
+            "(the `quick` and `smoke` scenarios have one; `full` has three).")  # fmt: skip
+    for column in ("requests_per_s", "client_p50_ms", "client_p99_ms"):
+        if tidy[column].notna().any():
+            say(f"**{column}**")
+            display(summarise(tidy, column).round(3))
+
+# %% [markdown]
+# ## The IIT study's tables, with wirelab's numbers
+# Table 6.1: maximum CPU per protocol for the Light / Medium / Heavy workloads. Table 6.2:
+# latency and throughput per scenario and workload. The study measured host-wide CPU and gave
+# latency without saying which percentile; wirelab reports each service's own CPU (its process,
+# or its container when cAdvisor data exist) and the client-side median latency. Its
+# "throughput (ms)" column is given here as requests per second.
+
+# %%
+IIT_LOADS = ["light", "medium", "heavy"]
+IIT_GROUPS = {
+    "request_response": "Simple Request Response",
+    "large_payload": "Handling Large Payloads",
+    "streaming": "Streaming Data",
+}
+iit = tidy[tidy["load"].isin(IIT_LOADS)] if HAVE else pd.DataFrame()
+if iit.empty:
+    say(
+        "This results folder has no IIT workloads (load levels light/medium/heavy), so "
+        "Tables 6.1 and 6.2 are not reproduced here. Run `wirelab bench iit` for them."
+    )
+else:
+    cpu_col = "container_cpu_pct" if iit["container_cpu_pct"].notna().any() else "server_cpu_pct"
+    t61 = iit.pivot_table(index="load", columns="protocol", values=cpu_col, aggfunc="max")
+    t61 = t61.reindex([x for x in IIT_LOADS if x in t61.index])
+    users = iit.groupby("load")["users"].first()
+    t61.insert(0, "users", users)
+    t61.columns = [c if c == "users" else f"{c.upper()} max CPU (% of a core)" for c in t61]
+    say(f"**Table 6.1 (wirelab)** — CPU from `{cpu_col}`")
+    display(t61.round(1))
+    rows = []
+    for (group, kind, load), part in iit.groupby(["group", "kind", "load"]):
+        row = {"scenario": f"{IIT_GROUPS.get(group, group)} ({kind})", "workload": load}
+        for proto in ("rest", "grpc"):
+            p = part[part.protocol == proto]
+            row[f"{proto.upper()} latency p50 (ms)"] = p["client_p50_ms"].mean()
+            row[f"{proto.upper()} throughput (req/s)"] = p["requests_per_s"].mean()
+        rows.append(row)
+    t62 = pd.DataFrame(rows)
+    t62["order"] = t62["workload"].map(IIT_LOADS.index)
+    say("**Table 6.2 (wirelab)**")
+    display(t62.sort_values(["scenario", "order"]).drop(columns="order").round(3))
+
+# %% [markdown]
+# ## Latency percentiles against load
+
+# %%
+if HAVE:
+    kinds = sorted(tidy["kind"].unique())
+    fig, axes = plt.subplots(1, len(kinds), figsize=(4 * len(kinds), 3.4), squeeze=False)
+    for ax, kind in zip(axes[0], kinds, strict=True):
+        part = tidy[tidy.kind == kind]
+        for proto, marker in (("rest", "o"), ("grpc", "s")):
+            p = (
+                part[part.protocol == proto]
+                .groupby("users")[["client_p50_ms", "client_p95_ms", "client_p99_ms"]]
+                .mean()
+            )
+            for col, style in (
+                ("client_p50_ms", "-"),
+                ("client_p95_ms", "--"),
+                ("client_p99_ms", ":"),
+            ):
+                if p[col].notna().any():
+                    ax.plot(p.index, p[col], style, marker=marker, label=f"{proto} {col[7:10]}")
+        ax.set_title(kind)
+        ax.set_xlabel("users")
+        ax.set_ylabel("client latency (ms)")
+        ax.set_yscale("log")
+    axes[0][0].legend(fontsize=7)
+    save(fig, "latency_vs_load")
+    if tidy["users"].nunique() < 2:
+        say("Only one load level in this run: the curves are single points.")
+
+# %% [markdown]
+# ## Latency CDFs
+# From the histogram bucket counts of each measured window (client side; server side where no
+# client histogram exists), summed over repetitions, at each kind's first load and payload.
+
+
+# %%
+def cdf_frame(side: str) -> pd.DataFrame:
+    if hist.empty:
+        return pd.DataFrame()
+    h = hist[(hist.side == side) & (hist.metric == "duration")]
+    return h.merge(tidy[["cell_id", *COND]], on="cell_id")
+
+
+if HAVE:
+    frame = cdf_frame("client")
+    side = "client"
+    if frame.empty or frame["count"].sum() == 0:
+        frame, side = cdf_frame("server"), "server"
+    if frame.empty or frame["count"].sum() == 0:
+        say("No histogram buckets in this results folder: no CDFs.")
+    else:
+        kinds = sorted(frame["kind"].unique())
+        fig, axes = plt.subplots(1, len(kinds), figsize=(4 * len(kinds), 3.4), squeeze=False)
+        for ax, kind in zip(axes[0], kinds, strict=True):
+            part = frame[frame.kind == kind]
+            first = part.sort_values(["users", "payload_bytes"]).iloc[0]
+            part = part[(part.users == first.users) & (part.payload_bytes == first.payload_bytes)]
+            for proto, p in part.groupby("protocol"):
+                b = p.groupby("le")["count"].sum().sort_index()
+                b = b[np.isfinite(b.index)]
+                top = p[np.isinf(p["le"])]["count"].sum()
+                if top > 0:
+                    ax.step(b.index * 1000, b.to_numpy() / top, where="post", label=proto)
+            ax.set_xscale("log")
+            ax.set_title(f"{kind} ({int(first.users)} users, {int(first.payload_bytes)} B)")
+            ax.set_xlabel(f"{side} latency (ms)")
+            ax.set_ylabel("fraction of calls")
+            ax.legend(fontsize=7)
+        save(fig, "latency_cdf")
+
+# %% [markdown]
+# ## Throughput at saturation
+# The highest requests/s each protocol reached for each kind over this run's load levels.
+
+# %%
+if HAVE:
+    best = tidy.groupby(["kind", "protocol"])["requests_per_s"].max().unstack("protocol")
+    display(best.round(1))
+    fig, ax = plt.subplots(figsize=(8, 3.4))
+    best.plot.bar(ax=ax)
+    ax.set_ylabel("requests/s (max over loads)")
+    save(fig, "throughput_max")
+
+# %% [markdown]
+# ## CPU-seconds and bytes per request (JSON vs protobuf)
+
+# %%
+if HAVE:
+    per_req = tidy.groupby(["kind", "protocol"])[
+        ["cpu_s_per_request", "request_bytes_per_request", "response_bytes_per_request",
+         "wire_bytes_per_request"]
+    ].mean()  # fmt: skip
+    display(per_req.round(6))
+    if per_req["cpu_s_per_request"].notna().any():
+        fig, axes = plt.subplots(1, 2, figsize=(11, 3.4))
+        (per_req["cpu_s_per_request"] * 1000).unstack("protocol").plot.bar(ax=axes[0])
+        axes[0].set_ylabel("server CPU ms per request")
+        per_req["wire_bytes_per_request"].unstack("protocol").plot.bar(ax=axes[1], logy=True)
+        axes[1].set_ylabel("body bytes per request (both ways)")
+        save(fig, "cpu_and_bytes_per_request")
+    else:
+        say("No server metrics in this folder: no CPU or bytes per request.")
+
+# %% [markdown]
+# ## Streams: time to first message
+
+# %%
+streams = (
+    tidy[tidy["client_ttfm_p50_ms"].notna() | tidy["server_ttfm_p50_ms"].notna()] if HAVE else tidy
+)
+if streams.empty:
+    say("No stream kinds (server_stream, download_chunked, bidi) in this run.")
+else:
+    ttfm = streams.groupby(["kind", "protocol", "payload_bytes"])[
+        ["client_ttfm_p50_ms", "client_ttfm_p95_ms", "server_ttfm_p50_ms", "messages_per_s"]
+    ].mean()
+    display(ttfm.round(3))
+    fig, ax = plt.subplots(figsize=(7, 3.4))
+    ttfm["client_ttfm_p50_ms"].unstack("protocol").plot.bar(ax=ax)
+    ax.set_ylabel("client time to first message p50 (ms)")
+    save(fig, "stream_ttfm")
+
+# %% [markdown]
+# ## Payload throughput against size
+
+# %%
+blobs = tidy[tidy["kind"].str.contains("load")] if HAVE else tidy
+if blobs.empty:
+    say("No upload or download kinds in this run.")
+else:
+    fig, ax = plt.subplots(figsize=(7, 3.8))
+    for (kind, proto), p in blobs.groupby(["kind", "protocol"]):
+        m = p.groupby("payload_bytes")["payload_bytes_per_s"].mean()
+        ax.plot(m.index, m / 1e6, marker="o", label=f"{proto} {kind}")
+    ax.set_xscale("log")
+    ax.set_xlabel("payload size (bytes)")
+    ax.set_ylabel("payload MB/s")
+    ax.legend(fontsize=6, ncol=2)
+    save(fig, "payload_throughput")
+    if blobs["payload_bytes"].nunique() < 2:
+        say("Only one payload size in this run: the curves are single points.")
+
+# %% [markdown]
+# ## Conclusions per interaction kind
+# Generated from the table above: gRPC/REST ratios per condition (same kind, load and payload),
+# "clearly" only when the repetitions' confidence intervals do not overlap.
+
+
+# %%
+def _span(values: list[float]) -> str:
+    return f" (from {min(values):.2f} to {max(values):.2f})" if len(values) > 1 else ""
+
+
+def compare(kind: str) -> str:
+    part = tidy[tidy.kind == kind]
+    keys = ["load", "payload_bytes"]
+    rest = part[part.protocol == "rest"].groupby(keys)
+    grpc = part[part.protocol == "grpc"].groupby(keys)
+    common = sorted(set(rest.groups) & set(grpc.groups))
+    if not common:
+        only = ", ".join(sorted(part.protocol.unique()))
+        return f"**{kind}**: measured on {only} only; nothing to compare."
+    thr, lat, cpu, sizes, clear = [], [], [], [], []
+    for k in common:
+        r, g = rest.get_group(k), grpc.get_group(k)
+        # Successful calls only: a protocol answering errors fast must not win on throughput.
+        rm, rlo, rhi = ci(r["ok_per_s"])
+        gm, glo, ghi = ci(g["ok_per_s"])
+        if rm > 0 and gm > 0:
+            thr.append(gm / rm)
+            clear.append(len(r) > 1 and len(g) > 1 and (glo > rhi or ghi < rlo))
+        if r["client_p50_ms"].mean() > 0:
+            lat.append(g["client_p50_ms"].mean() / r["client_p50_ms"].mean())
+        if r["cpu_s_per_request"].mean() > 0:
+            cpu.append(g["cpu_s_per_request"].mean() / r["cpu_s_per_request"].mean())
+        if r["wire_bytes_per_request"].mean() > 0:
+            sizes.append(g["wire_bytes_per_request"].mean() / r["wire_bytes_per_request"].mean())
+    lines = [f"**{kind}** ({len(common)} condition(s) on both protocols):"]
+    if thr:
+        med = float(np.median(thr))
+        winner = "gRPC" if med > 1 else "REST"
+        factor = med if med > 1 else 1 / med
+        verdict = (
+            f"the difference is clear (non-overlapping 95 % intervals) in {sum(clear)} of "
+            f"{len(thr)} condition(s)."
+            if reps > 1
+            else "one repetition only, so the difference is not tested for significance."
+        )
+        lines.append(
+            f"{winner} completed more successful calls per second — {factor:.2f}x in the median "
+            f"condition (gRPC/REST{_span(thr)}); {verdict}"
+        )
+    else:
+        lines.append("No condition had successful calls on both protocols.")
+    if lat:
+        med = float(np.median(lat))
+        faster = "gRPC" if med < 1 else "REST"
+        lines.append(f"Median client latency: {faster} lower, gRPC/REST = {med:.2f}{_span(lat)}.")
+    if cpu:
+        lines.append(f"Server CPU per request, gRPC/REST = {float(np.median(cpu)):.2f}.")
+    if sizes:
+        lines.append(f"Body bytes per request, gRPC/REST = {float(np.median(sizes)):.2f}.")
+    errors = part[part["error_pct"] > 0]
+    for proto, e in errors.groupby("protocol"):
+        lines.append(
+            f"⚠ {proto} had errors in {len(e)} cell(s), up to {e['error_pct'].max():.1f} % "
+            f"({e['gate_reasons'].dropna().iloc[0] if e['gate_reasons'].notna().any() else ''})."
+        )
+    if part["generator_saturated"].any():
+        lines.append("Some cells saturated the load generator: treat their throughput as a floor.")
+    return " ".join(lines)
+
+
+def claims() -> list[str]:
+    out = []
+    # Only cells that mostly worked: latencies and rates of failing calls prove nothing.
+    unary = tidy[(tidy.kind == "unary") & (tidy.error_pct < 1)]
+    by = unary.groupby("protocol")
+    failed = {"rest", "grpc"} & set(tidy[tidy.kind == "unary"].protocol) - set(unary.protocol)
+    if failed:
+        out.append(f"Unary cells of {', '.join(sorted(failed))} had ≥ 1 % errors: not compared.")
+    if {"rest", "grpc"} <= set(unary.protocol):
+        low = unary[unary.users == unary.users.min()].groupby("protocol")["client_p50_ms"].mean()
+        if low.notna().all():
+            holds = low["rest"] < low["grpc"]
+            out.append(
+                f"*REST is faster for small unary calls at light load* (IIT study, and others): "
+                f"{'holds' if holds else 'does not hold'} here — median latency at "
+                f"{int(unary.users.min())} user(s): REST {low['rest']:.3f} ms, gRPC "
+                f"{low['grpc']:.3f} ms."
+            )
+        thr = by["ok_per_s"].max()
+        out.append(
+            f"*gRPC has higher throughput* (IIT, order-chain studies): "
+            f"{'holds' if thr['grpc'] > thr['rest'] else 'does not hold'} for unary here — "
+            f"best REST {thr['rest']:.0f} req/s, best gRPC {thr['grpc']:.0f} req/s."
+        )
+        cpu = by["cpu_s_per_request"].mean()
+        if cpu.notna().all():
+            out.append(
+                f"*REST uses more CPU than gRPC* (IIT Table 6.1): "
+                f"{'holds' if cpu['rest'] > cpu['grpc'] else 'does not hold'} per request — "
+                f"REST {cpu['rest'] * 1e6:.0f} µs, gRPC {cpu['grpc'] * 1e6:.0f} µs of server CPU."
+            )
+        size = by["request_bytes_per_request"].mean()
+        if size.notna().all() and size["rest"] > 0:
+            smaller = 100 * (1 - size["grpc"] / size["rest"])
+            out.append(
+                f"*A protobuf order is about 34 % smaller than its JSON* (order-chain study): "
+                f"here the gRPC request body is {smaller:.0f} % smaller "
+                f"({size['grpc']:.0f} vs {size['rest']:.0f} bytes)."
+            )
+    return out
+
+
+if HAVE:
+    for kind in sorted(tidy["kind"].unique()):
+        say(compare(kind))
+    found = claims()
+    if found:
+        say("### Published claims against this run\n" + "\n".join(f"- {c}" for c in found))
+    else:
+        say("No unary cells on both protocols: the published claims cannot be checked here.")
+
+# %% [markdown]
+# ## Files
+
+# %%
+say("Plots saved:\n" + "\n".join(f"- `{p}`" for p in SAVED) if SAVED else "No plots saved.")

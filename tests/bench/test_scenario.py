@@ -1,0 +1,93 @@
+"""Scenario files: the shipped ones parse, bad ones fail with a message naming the problem."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from wirelab_bench.knobs import REPO
+from wirelab_bench.scenario import ScenarioError, load_scenario, resolve
+
+SCENARIOS = REPO / "scenarios"
+
+
+@pytest.mark.parametrize("name", sorted(p.stem for p in SCENARIOS.glob("*.toml")))
+def test_shipped_scenarios_parse(name: str) -> None:
+    scenario = load_scenario(SCENARIOS / f"{name}.toml")
+    assert scenario.cells(), name
+
+
+def test_the_required_scenarios_exist_with_their_study_parameters() -> None:
+    smoke = load_scenario(SCENARIOS / "smoke.toml")
+    kinds = {(c.protocol, c.kind) for c in smoke.cells()}
+    assert len(kinds) == 16  # 7 gRPC kinds + 9 REST kinds, each once
+    assert smoke.estimated_seconds() < 120
+    assert load_scenario(SCENARIOS / "quick.toml").estimated_seconds() < 15 * 60
+    iit = load_scenario(SCENARIOS / "iit.toml")
+    loads = {(ld.label, ld.users, ld.spawn_rate) for g in iit.groups for ld in g.loads}
+    assert loads == {("light", 500, 5), ("medium", 1000, 10), ("heavy", 5000, 50)}
+    ramp = load_scenario(SCENARIOS / "event-loop.toml")
+    assert max(ld.users for g in ramp.groups for ld in g.loads) == 2000
+    chain = load_scenario(SCENARIOS / "order-chain.toml")
+    assert sorted(ld.users for ld in chain.groups[0].loads) == [10, 100, 300]
+    assert chain.groups[0].failure_threshold_ms == 900
+
+
+def test_repetitions_alternate_protocol_order(tmp_path: Path) -> None:
+    path = tmp_path / "alt.toml"
+    path.write_text('repetitions = 2\nkinds = ["unary"]\nloads = [{users = 1}]\n')
+    cells = load_scenario(path).cells()
+    assert [(c.repetition, c.protocol) for c in cells] == [
+        (0, "rest"),
+        (0, "grpc"),
+        (1, "grpc"),
+        (1, "rest"),
+    ]
+    assert len({c.cell_id for c in cells}) == 4
+
+
+def test_rest_only_kinds_get_no_grpc_cell_and_unary_no_payload(tmp_path: Path) -> None:
+    path = tmp_path / "k.toml"
+    path.write_text(
+        'kinds = ["upload_json", "unary"]\nloads = [{users = 1}]\npayload_sizes = [1, 2]\n'
+    )
+    cells = load_scenario(path).cells()
+    assert {(c.protocol, c.kind, c.payload_bytes) for c in cells} == {
+        ("rest", "upload_json", 1),
+        ("rest", "upload_json", 2),
+        ("rest", "unary", 0),
+        ("grpc", "unary", 0),
+    }
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('kinds = ["unary"]\nloads = [{users = 1}]\nduraton_s = 3\n', "unknown key 'duraton_s'"),
+        ('kinds = ["unray"]\nloads = [{users = 1}]\n', "unknown kinds value 'unray'"),
+        ('kinds = ["unary"]\n', "missing key 'loads'"),
+        ("loads = [{users = 1}]\n", "missing key 'kinds'"),
+        ('kinds = ["unary"]\nloads = [{users = 0}]\n', "loads[0]: users must be an integer >= 1"),
+        ('kinds = ["unary"]\nloads = [{users = 1}]\nduration_s = 0\n', "duration_s must be > 0"),
+        ('kinds = ["unary"]\nloads = [{users = 1}]\nduration_s = "30"\n', "wrong type"),
+        ('kinds = ["unary"]\nloads = [{users = 1}]\nprotocols = ["soap"]\n', "'soap'"),
+        ('kinds = ["unary"]\nloads = [{users = 1}]\npayload_sizes = [-1]\n', "payload_sizes"),
+        ('kinds = ["unary"]\nloads = [{users = 1}, {users = 1}]\n', "load labels must be unique"),
+        ('kinds = ["unary"]\nloads = [{users = 1}]\n[gates]\nmax_error_ratio = 2\n', "0..1"),
+        ('kinds = ["unary"]\nloads = [{users = 1}]\n[[groups]]\nkinds = ["bidy"]\n', "groups[0]"),
+        ("kinds = [\n", "cannot read scenario"),
+    ],
+)
+def test_bad_scenarios_say_what_is_wrong(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "bad.toml"
+    path.write_text(text)
+    with pytest.raises(ScenarioError) as err:
+        load_scenario(path)
+    assert message in str(err.value)
+    assert str(path) in str(err.value)
+
+
+def test_resolve_by_name_or_path(tmp_path: Path) -> None:
+    assert resolve("smoke", SCENARIOS) == SCENARIOS / "smoke.toml"
+    with pytest.raises(ScenarioError, match=r"known: .*smoke"):
+        resolve("nope", SCENARIOS)

@@ -1,0 +1,95 @@
+"""Tidy rows from real metric expositions: the server metrics module's own output, scraped twice."""
+
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+
+import pytest
+from prometheus_client import CollectorRegistry, generate_latest
+from wirelab.metrics import ServerMetrics
+from wirelab_bench.histo import delta
+from wirelab_bench.promql import EXPORT_QUERIES, EXPORTS, aggregate
+from wirelab_bench.results import new_run_dir, write_tables
+from wirelab_bench.scenario import Gates, load_scenario
+from wirelab_bench.scrape import parse
+from wirelab_bench.tidy import Window, build_row
+
+
+def _scenario(tmp_path: Path, extra: str = "") -> list:  # type: ignore[type-arg]
+    path = tmp_path / "t.toml"
+    path.write_text(f'kinds = ["unary", "download"]\nloads = [{{users = 1}}]\n{extra}')
+    return load_scenario(path).cells()
+
+
+def _server_snapshot(registry: CollectorRegistry) -> dict:  # type: ignore[type-arg]
+    return aggregate(parse(generate_latest(registry).decode(), "rest"))
+
+
+def test_row_from_server_metrics_window(tmp_path: Path) -> None:
+    registry = CollectorRegistry()
+    metrics = ServerMetrics("rest", registry, "async")
+    for _ in range(5):  # before the window: must not count
+        metrics.start("unary").finish("ok", "200")
+    before = _server_snapshot(registry)
+    for i in range(10):
+        call = metrics.start("unary")
+        call.received(100)
+        call.sent(300)
+        call.finish("ok" if i < 9 else "client_error", "200" if i < 9 else "400")
+    after = _server_snapshot(registry)
+    cell = next(c for c in _scenario(tmp_path) if c.protocol == "rest" and c.kind == "unary")
+    window = Window(cell, time.time(), 2.0, server=delta(before, after))
+    window.sources["server"] = "scrape"
+    row = build_row(window, Gates(max_error_ratio=0.05))
+    assert row["requests"] == 10
+    assert row["errors"] == 1
+    assert row["requests_per_s"] == pytest.approx(5.0)
+    assert row["error_pct"] == pytest.approx(10.0)
+    assert row["wire_bytes_per_request"] == pytest.approx(400.0)
+    assert 0 < row["server_p50_ms"] <= row["server_p99_ms"] <= row["server_p999_ms"]
+    assert math.isnan(row["client_p50_ms"])  # no client source: empty, not invented
+    assert math.isnan(row["container_cpu_s_per_request"])
+    assert row["gate_passed"] is False
+    assert "error ratio" in row["gate_reasons"]
+    assert row["server_source"] == "scrape"
+
+
+def test_client_side_preferred_for_rates_and_p99_gate(tmp_path: Path) -> None:
+    samples = [
+        (
+            "wirelab_client_requests_total",
+            {"protocol": "grpc", "kind": "download", "call": "Download", "outcome": "ok"},
+            40.0,
+        ),
+    ]
+    for le, count in (("0.01", 0.0), ("0.5", 10.0), ("+Inf", 40.0)):
+        labels = {"protocol": "grpc", "kind": "download", "call": "Download", "outcome": "ok"}
+        samples.append(
+            ("wirelab_client_request_duration_seconds_bucket", {**labels, "le": le}, count)
+        )
+    client = aggregate(samples)
+    cell = next(c for c in _scenario(tmp_path) if c.protocol == "grpc" and c.kind == "download")
+    row = build_row(Window(cell, 0.0, 4.0, client=client), Gates(max_p99_ms=100))
+    assert row["requests_per_s"] == 10.0
+    assert row["client_p99_ms"] == pytest.approx(500.0)
+    assert row["payload_bytes_per_s"] == pytest.approx(10 * cell.payload_bytes)
+    assert row["gate_passed"] is False and "p99" in row["gate_reasons"]
+
+
+def test_export_queries_are_the_exports() -> None:
+    assert set(EXPORT_QUERIES) == set(EXPORTS)
+    assert EXPORT_QUERIES["server_cpu_seconds"] == (
+        'sum by (job) (process_cpu_seconds_total{job=~"rest|grpc"})'
+    )
+
+
+def test_tables_written_and_folders_never_reused(tmp_path: Path) -> None:
+    first = new_run_dir(tmp_path, "s", now=0)
+    second = new_run_dir(tmp_path, "s", now=0)
+    assert first != second and first.name.startswith("19700101T000000Z_s")
+    write_tables(first, [{"cell_id": "a", "requests": 1.0}], [])
+    assert (first / "tidy.csv").read_text().startswith("cell_id,requests")
+    assert (first / "tidy.parquet").stat().st_size > 0
+    assert (first / "histograms.csv").exists()
