@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import socket
 from collections.abc import Sequence
 
@@ -43,7 +44,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         )
     )
     print(f"{PROG}: listening on {config.host}:{config.rest_port}", flush=True)
-    # uvicorn handles SIGTERM: stop accepting, drain in-flight calls for the grace period.
+    # uvicorn handles SIGTERM: stop accepting, drain in-flight calls for the grace period, then
+    # re-raise the signal under the handler that was installed before it. A no-op handler there
+    # makes a drained shutdown exit 0, like the gRPC service, instead of dying by SIGTERM.
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: None)
     server.run(sockets=[sock])
 
 

@@ -6,7 +6,7 @@ import asyncio
 import signal
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, NoReturn
 
 import grpc
 import grpc.aio
@@ -58,14 +58,17 @@ def _bind(server: Any, settings: Settings, port: int) -> int:
     return bound
 
 
-def build_aio(
+async def build_aio(
     settings: Settings, metrics: ServerMetrics | None, port: int
 ) -> tuple[grpc.aio.Server, health_aio.HealthServicer, int]:
     interceptors = [AioMetricsInterceptor(metrics)] if metrics is not None else []
     server = grpc.aio.server(interceptors=interceptors, options=server_options(settings))
     health_servicer = health_aio.HealthServicer()
     _register(server, AsyncWireLab(settings.limits), health_servicer)
-    return server, health_servicer, _bind(server, settings, port)
+    bound = _bind(server, settings, port)
+    for name in ("", SERVICE):
+        await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    return server, health_servicer, bound
 
 
 def build_sync(
@@ -81,25 +84,25 @@ def build_sync(
     )
     health_servicer = health.HealthServicer()
     _register(server, SyncWireLab(settings.limits), health_servicer)
-    return server, health_servicer, _bind(server, settings, port)
+    bound = _bind(server, settings, port)
+    for name in ("", SERVICE):
+        health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    return server, health_servicer, bound
 
 
-def _listen(build: Any, settings: Settings, concurrency: str) -> tuple[Any, Any]:
-    """Build the server on the API port (failing loudly if taken), then serve /metrics."""
-    metrics = serving.instruments(settings, "grpc", concurrency)
-    try:
-        server, health_servicer, _ = build(settings, metrics, settings.grpc_port)
-    except OSError as exc:
-        serving.fail_to_listen(PROG, "gRPC", settings.host, settings.grpc_port, exc)
-    serving.serve_metrics(settings, PROG)
-    return server, health_servicer
+def _cannot_listen(settings: Settings, exc: OSError) -> NoReturn:
+    serving.fail_to_listen(PROG, "gRPC", settings.host, settings.grpc_port, exc)
 
 
 async def serve_aio(settings: Settings) -> None:
-    server, health_servicer = _listen(build_aio, settings, "aio")
+    metrics = serving.instruments(settings, "grpc", "aio")
+    try:
+        server, health_servicer, _ = await build_aio(settings, metrics, settings.grpc_port)
+    except OSError as exc:
+        _cannot_listen(settings, exc)
+    # The metrics port is bound only once the API port is ours: a taken API port fails first.
+    serving.serve_metrics(settings, PROG)
     await server.start()
-    for name in ("", SERVICE):
-        await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -112,10 +115,13 @@ async def serve_aio(settings: Settings) -> None:
 
 
 def serve_sync(settings: Settings) -> None:
-    server, health_servicer = _listen(build_sync, settings, "sync")
+    metrics = serving.instruments(settings, "grpc", "sync")
+    try:
+        server, health_servicer, _ = build_sync(settings, metrics, settings.grpc_port)
+    except OSError as exc:
+        _cannot_listen(settings, exc)
+    serving.serve_metrics(settings, PROG)
     server.start()
-    for name in ("", SERVICE):
-        health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())

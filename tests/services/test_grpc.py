@@ -1,0 +1,213 @@
+"""Every RPC on the aio and the thread-pool server: answers, checksums, bad input, metrics."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from collections.abc import AsyncIterator, Iterable
+from typing import Any
+
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+from prometheus_client import CollectorRegistry
+from wirelab import core
+from wirelab.v1 import wirelab_pb2 as pb
+
+from tests.services.conftest import SMALL, GrpcTarget, requests, value
+
+ORDER = pb.OrderRequest(
+    order=pb.Order(
+        order_id="o-1",
+        customer_id="c-9",
+        items=[
+            pb.LineItem(sku="a", quantity=2, unit_price_cents=150),
+            pb.LineItem(sku="b", quantity=1, unit_price_cents=2**40),
+        ],
+        attributes={"channel": "web"},
+        note="deliver  before noon\n",
+    ),
+    work_ms=1,
+    count_words=True,
+)
+
+
+def labels(kind: str) -> dict[str, str]:
+    return {"protocol": "grpc", "kind": kind}
+
+
+async def _aiter(items: Iterable[object]) -> AsyncIterator[object]:
+    for item in items:
+        yield item
+
+
+async def _status(call: Any) -> tuple[grpc.StatusCode, str]:
+    """Await a unary call or drain a stream; return the error status it ended with."""
+    with pytest.raises(grpc.aio.AioRpcError) as raised:
+        if isinstance(call, grpc.aio.UnaryStreamCall | grpc.aio.StreamStreamCall):
+            async for _ in call:
+                pass
+        else:
+            await call
+    return raised.value.code(), raised.value.details() or ""
+
+
+async def test_process_order(grpc_target: GrpcTarget, registry: CollectorRegistry) -> None:
+    reply = await grpc_target.stub.ProcessOrder(ORDER)
+    assert (reply.order_id, reply.item_count, reply.total_cents) == ("o-1", 2, 300 + 2**40)
+    assert (reply.word_count, reply.char_count) == (3, 21)
+    assert reply.order == ORDER.order
+    assert requests(registry, "grpc", "unary", "ok", "OK") == 1
+    assert (
+        value(registry, "wirelab_server_request_bytes_sum", **labels("unary")) == ORDER.ByteSize()
+    )
+    assert (
+        value(registry, "wirelab_server_response_bytes_sum", **labels("unary")) == reply.ByteSize()
+    )
+    assert value(registry, "wirelab_server_messages_received_total", **labels("unary")) == 1
+    assert value(registry, "wirelab_server_messages_sent_total", **labels("unary")) == 1
+    assert value(registry, "wirelab_server_requests_in_flight", **labels("unary")) == 0
+
+
+async def test_stream_messages(grpc_target: GrpcTarget, registry: CollectorRegistry) -> None:
+    call = grpc_target.stub.StreamMessages(pb.StreamRequest(count=4, size=100, interval_ms=1))
+    messages = [m async for m in call]
+    assert [m.seq for m in messages] == [0, 1, 2, 3]
+    assert all(m.payload == core.payload(100) for m in messages)
+    assert value(registry, "wirelab_server_messages_sent_total", **labels("server_stream")) == 4
+    assert value(registry, "wirelab_server_response_bytes_sum", **labels("server_stream")) == sum(
+        m.ByteSize() for m in messages
+    )
+    first = "wirelab_server_time_to_first_message_seconds_count"
+    assert value(registry, first, **labels("server_stream")) == 1
+    assert requests(registry, "grpc", "server_stream", "ok", "OK") == 1
+
+
+async def test_upload(grpc_target: GrpcTarget, registry: CollectorRegistry) -> None:
+    blob = pb.Blob(data=core.payload(50_000))
+    reply = await grpc_target.stub.Upload(blob)
+    assert (reply.size, reply.sha256) == (50_000, core.digest(50_000))
+    assert (
+        value(registry, "wirelab_server_request_bytes_sum", **labels("upload")) == blob.ByteSize()
+    )
+
+
+async def test_upload_stream(grpc_target: GrpcTarget, registry: CollectorRegistry) -> None:
+    chunks = [pb.Chunk(data=piece) for piece in core.chunks(10_000, 3000)]
+    reply = await grpc_target.stub.UploadStream(_aiter(chunks))
+    assert (reply.size, reply.sha256) == (10_000, core.digest(10_000))
+    assert (
+        value(registry, "wirelab_server_messages_received_total", **labels("upload_chunked")) == 4
+    )
+    assert value(registry, "wirelab_server_request_bytes_sum", **labels("upload_chunked")) == sum(
+        c.ByteSize() for c in chunks
+    )
+
+
+async def test_oversize_uploads(grpc_target: GrpcTarget, registry: CollectorRegistry) -> None:
+    big = b"x" * (SMALL.max_payload_bytes + 1)
+    status, _ = await _status(grpc_target.stub.Upload(pb.Blob(data=big)))
+    assert status == grpc.StatusCode.RESOURCE_EXHAUSTED
+    pieces = [pb.Chunk(data=b"x" * 4096)] * (SMALL.max_payload_bytes // 4096 + 2)
+    status, _ = await _status(grpc_target.stub.UploadStream(_aiter(pieces)))
+    assert status == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert requests(registry, "grpc", "upload_chunked", "client_error", status.name) == 1
+
+
+async def test_download(grpc_target: GrpcTarget, registry: CollectorRegistry) -> None:
+    blob = await grpc_target.stub.Download(pb.BlobRequest(size=40_000))
+    assert (blob.size, blob.sha256) == (40_000, hashlib.sha256(blob.data).hexdigest())
+    assert (
+        value(registry, "wirelab_server_response_bytes_sum", **labels("download"))
+        == blob.ByteSize()
+    )
+
+
+async def test_download_stream(grpc_target: GrpcTarget, registry: CollectorRegistry) -> None:
+    call = grpc_target.stub.DownloadStream(pb.BlobRequest(size=10_000, chunk_size=3000))
+    data = b"".join([c.data async for c in call])
+    metadata = dict(await call.initial_metadata())
+    assert metadata["x-wirelab-size"] == "10000"
+    assert metadata["x-wirelab-sha256"] == hashlib.sha256(data).hexdigest() == core.digest(10_000)
+    assert value(registry, "wirelab_server_messages_sent_total", **labels("download_chunked")) == 4
+
+
+EXHAUSTED, INVALID = grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.INVALID_ARGUMENT
+BLOB, MESSAGE = SMALL.max_payload_bytes + 1, SMALL.max_message_bytes + 1  # one over the limits
+HUGE_ITEM = pb.LineItem(quantity=2**32 - 1, unit_price_cents=2**62)  # total overflows int64
+BAD_REQUESTS = [
+    ("ProcessOrder", "unary", pb.OrderRequest(work_ms=10**6), EXHAUSTED),
+    ("ProcessOrder", "unary", pb.OrderRequest(order=pb.Order(items=[HUGE_ITEM])), INVALID),
+    ("StreamMessages", "server_stream", pb.StreamRequest(count=10**5), EXHAUSTED),
+    ("StreamMessages", "server_stream", pb.StreamRequest(count=1, size=MESSAGE), EXHAUSTED),
+    ("StreamMessages", "server_stream", pb.StreamRequest(interval_ms=2**31), EXHAUSTED),
+    ("Download", "download", pb.BlobRequest(size=BLOB), EXHAUSTED),
+    ("DownloadStream", "download_chunked", pb.BlobRequest(size=BLOB), EXHAUSTED),
+    ("DownloadStream", "download_chunked", pb.BlobRequest(chunk_size=MESSAGE), EXHAUSTED),
+]
+
+
+@pytest.mark.parametrize(("method", "kind", "request_", "code"), BAD_REQUESTS)
+async def test_bad_requests(
+    grpc_target: GrpcTarget,
+    registry: CollectorRegistry,
+    method: str,
+    kind: str,
+    request_: Any,
+    code: grpc.StatusCode,
+) -> None:
+    status, details = await _status(getattr(grpc_target.stub, method)(request_))
+    assert status == code and details
+    assert requests(registry, "grpc", kind, "client_error", code.name) == 1
+
+
+async def test_pingpong(grpc_target: GrpcTarget, registry: CollectorRegistry) -> None:
+    pings = [pb.Ping(seq=seq, payload=core.payload(10 * seq)) for seq in range(3)]
+    pongs = [p async for p in grpc_target.stub.PingPong(_aiter(pings))]
+    assert [(p.seq, p.payload) for p in pongs] == [(p.seq, p.payload) for p in pings]
+    assert value(registry, "wirelab_server_messages_received_total", **labels("bidi")) == 3
+    assert value(registry, "wirelab_server_messages_sent_total", **labels("bidi")) == 3
+    assert requests(registry, "grpc", "bidi", "ok", "OK") == 1
+
+
+async def test_oversize_ping(grpc_target: GrpcTarget, registry: CollectorRegistry) -> None:
+    pings = [pb.Ping(seq=1), pb.Ping(seq=2, payload=b"x" * (SMALL.max_message_bytes + 1))]
+    status, details = await _status(grpc_target.stub.PingPong(_aiter(pings)))
+    assert status == grpc.StatusCode.RESOURCE_EXHAUSTED and details
+    assert requests(registry, "grpc", "bidi", "client_error", "RESOURCE_EXHAUSTED") == 1
+
+
+async def test_unknown_method(grpc_target: GrpcTarget, registry: CollectorRegistry) -> None:
+    unknown = grpc_target.channel.unary_unary("/wirelab.v1.WireLab/Nope", None, None)
+    call = unknown(b"")
+    assert (await _status(call))[0] == grpc.StatusCode.UNIMPLEMENTED
+    assert requests(registry, "grpc", "other", "client_error", "UNIMPLEMENTED") == 1
+
+
+async def test_client_cancel_mid_stream_counts_cancelled(
+    grpc_target: GrpcTarget, registry: CollectorRegistry
+) -> None:
+    call = grpc_target.stub.StreamMessages(pb.StreamRequest(count=50, size=10, interval_ms=20))
+    await call.read()
+    call.cancel()
+    for _ in range(100):
+        if requests(registry, "grpc", "server_stream", "cancelled", "CANCELLED") == 1:
+            break
+        await asyncio.sleep(0.02)
+    assert requests(registry, "grpc", "server_stream", "cancelled", "CANCELLED") == 1
+    assert value(registry, "wirelab_server_requests_in_flight", **labels("server_stream")) == 0
+
+
+async def test_health_and_reflection(grpc_target: GrpcTarget, registry: CollectorRegistry) -> None:
+    health = health_pb2_grpc.HealthStub(grpc_target.channel)
+    for service in ("", "wirelab.v1.WireLab"):
+        reply = await health.Check(health_pb2.HealthCheckRequest(service=service))
+        assert reply.status == health_pb2.HealthCheckResponse.SERVING
+    stub = reflection_pb2_grpc.ServerReflectionStub(grpc_target.channel)
+    call = stub.ServerReflectionInfo(
+        _aiter([reflection_pb2.ServerReflectionRequest(list_services="")])
+    )
+    names = {s.name async for r in call for s in r.list_services_response.service}
+    assert "wirelab.v1.WireLab" in names
+    assert requests(registry, "grpc", "other", "ok", "OK") == 0
