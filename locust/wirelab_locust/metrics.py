@@ -149,7 +149,7 @@ class ClientCollector(Collector):
                 if n != name:
                     continue
                 cumulative, running = [], 0.0
-                for bound, hits in zip(_bounds(buckets), state[:-1], strict=True):
+                for bound, hits in zip(bucket_bounds(buckets), state[:-1], strict=True):
                     running += hits
                     cumulative.append((bound, running))
                 hist.add_metric(list(labels), cumulative, sum_value=state[-1])
@@ -180,6 +180,6 @@ class ClientCollector(Collector):
 SATURATED_RATIO = 0.9
 
 
-def _bounds(buckets: tuple[float, ...]) -> list[str]:
+def bucket_bounds(buckets: tuple[float, ...]) -> list[str]:
     """The `le` label values, spelled as prometheus_client spells the server's buckets."""
     return [str(floatToGoString(b)) for b in (*buckets, float("inf"))]  # type: ignore[no-untyped-call]

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from prometheus_client.utils import floatToGoString
 from wirelab.metrics import DURATION_BUCKETS, KINDS_BY_PROTOCOL, STREAM_KINDS
-from wirelab_locust.metrics import CALLS
+from wirelab_locust.metrics import CALLS, bucket_bounds
 
 from tests.locust.conftest import ALL_KINDS, LocustRun, Samples, Services, get, total, wait_for
 
@@ -76,8 +75,7 @@ def assert_first_message_before_end(samples: Samples, labels: dict[str, str], ca
     whole = "wirelab_client_request_duration_seconds"
     assert total(samples, f"{first}_count", **labels) == calls
     assert 0 < total(samples, f"{first}_sum", **labels) <= total(samples, f"{whole}_sum", **labels)
-    for bound in DURATION_BUCKETS:
-        le = floatToGoString(bound)
+    for le in bucket_bounds(DURATION_BUCKETS):
         firsts = total(samples, f"{first}_bucket", **labels, le=le)
         ends = total(samples, f"{whole}_bucket", **labels, le=le)
         assert firsts >= ends, (labels, le)

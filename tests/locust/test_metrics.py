@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import msgpack
+import msgpack  # type: ignore[import-untyped]
 from prometheus_client import CollectorRegistry
 from wirelab.metrics import DURATION_BUCKETS
 from wirelab_locust.metrics import ClientCollector, Gauges, Observations
