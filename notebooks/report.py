@@ -99,6 +99,21 @@ def say(text: str) -> None:
     display(Markdown(text))
 
 
+COLORS = {"rest": "tab:orange", "grpc": "tab:blue"}
+
+
+def grid(n: int, cols: int = 3) -> tuple["plt.Figure", list["plt.Axes"]]:
+    """One small panel per kind, three to a row."""
+    rows = math.ceil(n / cols)
+    fig, axes = plt.subplots(rows, min(n, cols), figsize=(4.2 * min(n, cols), 3.2 * rows),
+                             squeeze=False)  # fmt: skip
+    flat = list(axes.flat)
+    for ax in flat[n:]:
+        ax.set_visible(False)
+    fig.tight_layout(h_pad=3, w_pad=2)
+    return fig, flat[:n]
+
+
 git = manifest.get("git") or {}
 host = manifest.get("host") or {}
 say(
@@ -221,8 +236,8 @@ else:
 # %%
 if HAVE:
     kinds = sorted(tidy["kind"].unique())
-    fig, axes = plt.subplots(1, len(kinds), figsize=(4 * len(kinds), 3.4), squeeze=False)
-    for ax, kind in zip(axes[0], kinds, strict=True):
+    fig, axes = grid(len(kinds))
+    for ax, kind in zip(axes, kinds, strict=True):
         part = tidy[tidy.kind == kind]
         for proto, marker in (("rest", "o"), ("grpc", "s")):
             p = (
@@ -230,18 +245,18 @@ if HAVE:
                 .groupby("users")[["client_p50_ms", "client_p95_ms", "client_p99_ms"]]
                 .mean()
             )
-            for col, style in (
-                ("client_p50_ms", "-"),
-                ("client_p95_ms", "--"),
-                ("client_p99_ms", ":"),
-            ):
+            for col, style in (("client_p50_ms", "-"), ("client_p95_ms", "--")):
                 if p[col].notna().any():
-                    ax.plot(p.index, p[col], style, marker=marker, label=f"{proto} {col[7:10]}")
+                    label = f"{proto} {col[7:10]}"
+                    ax.plot(p.index, p[col], style, marker=marker, color=COLORS[proto], label=label)
+            if p["client_p99_ms"].notna().any():
+                label = f"{proto} p99"
+                ax.plot(p.index, p["client_p99_ms"], ":", color=COLORS[proto], label=label)
         ax.set_title(kind)
         ax.set_xlabel("users")
         ax.set_ylabel("client latency (ms)")
         ax.set_yscale("log")
-    axes[0][0].legend(fontsize=7)
+    axes[0].legend(fontsize=7)
     save(fig, "latency_vs_load")
     if tidy["users"].nunique() < 2:
         say("Only one load level in this run: the curves are single points.")
@@ -269,8 +284,8 @@ if HAVE:
         say("No histogram buckets in this results folder: no CDFs.")
     else:
         kinds = sorted(frame["kind"].unique())
-        fig, axes = plt.subplots(1, len(kinds), figsize=(4 * len(kinds), 3.4), squeeze=False)
-        for ax, kind in zip(axes[0], kinds, strict=True):
+        fig, axes = grid(len(kinds))
+        for ax, kind in zip(axes, kinds, strict=True):
             part = frame[frame.kind == kind]
             first = part.sort_values(["users", "payload_bytes"]).iloc[0]
             part = part[(part.users == first.users) & (part.payload_bytes == first.payload_bytes)]
@@ -279,7 +294,10 @@ if HAVE:
                 b = b[np.isfinite(b.index)]
                 top = p[np.isinf(p["le"])]["count"].sum()
                 if top > 0:
-                    ax.step(b.index * 1000, b.to_numpy() / top, where="post", label=proto)
+                    # Stop one bucket after the last call: empty buckets up to 300 s say nothing.
+                    b = b.iloc[: int(np.searchsorted(b.to_numpy(), top)) + 2]
+                    ax.step(b.index * 1000, b.to_numpy() / top, where="post", label=proto,
+                            color=COLORS[str(proto)])  # fmt: skip
             ax.set_xscale("log")
             ax.set_title(f"{kind} ({int(first.users)} users, {int(first.payload_bytes)} B)")
             ax.set_xlabel(f"{side} latency (ms)")
@@ -296,7 +314,7 @@ if HAVE:
     best = tidy.groupby(["kind", "protocol"])["requests_per_s"].max().unstack("protocol")
     display(best.round(1))
     fig, ax = plt.subplots(figsize=(8, 3.4))
-    best.plot.bar(ax=ax)
+    best.plot.bar(ax=ax, color=COLORS)
     ax.set_ylabel("requests/s (max over loads)")
     save(fig, "throughput_max")
 
@@ -312,9 +330,11 @@ if HAVE:
     display(per_req.round(6))
     if per_req["cpu_s_per_request"].notna().any():
         fig, axes = plt.subplots(1, 2, figsize=(11, 3.4))
-        (per_req["cpu_s_per_request"] * 1000).unstack("protocol").plot.bar(ax=axes[0])
+        (per_req["cpu_s_per_request"] * 1000).unstack("protocol").plot.bar(ax=axes[0], color=COLORS)
         axes[0].set_ylabel("server CPU ms per request")
-        per_req["wire_bytes_per_request"].unstack("protocol").plot.bar(ax=axes[1], logy=True)
+        per_req["wire_bytes_per_request"].unstack("protocol").plot.bar(
+            ax=axes[1], logy=True, color=COLORS
+        )
         axes[1].set_ylabel("body bytes per request (both ways)")
         save(fig, "cpu_and_bytes_per_request")
     else:
@@ -335,7 +355,7 @@ else:
     ].mean()
     display(ttfm.round(3))
     fig, ax = plt.subplots(figsize=(7, 3.4))
-    ttfm["client_ttfm_p50_ms"].unstack("protocol").plot.bar(ax=ax)
+    ttfm["client_ttfm_p50_ms"].unstack("protocol").plot.bar(ax=ax, color=COLORS)
     ax.set_ylabel("client time to first message p50 (ms)")
     save(fig, "stream_ttfm")
 
