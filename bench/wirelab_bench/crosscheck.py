@@ -1,0 +1,225 @@
+"""Benchmark: Locust's median for small calls vs ghz (gRPC) and wrk (REST) at one offered load."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+from wirelab_locust.content import order
+
+from wirelab_bench.cell import free_port
+from wirelab_bench.histo import buckets, quantile
+from wirelab_bench.locust_overhead import CLIENT_CPU, LAB_LOCUSTFILE, Lab, pinned, services
+from wirelab_bench.scrape import scrape
+
+WRK_SCRIPT = Path(__file__).with_name("crosscheck_wrk.lua")
+BODY = {"order": order(0, 16), "work_ms": 0, "count_words": False}
+# (flag, type, default, help); each also reads WIRELAB_CROSSCHECK_<FLAG>.
+KNOBS: tuple[tuple[str, type, float | str, str], ...] = (
+    ("rate", float, 200, "offered load in calls/s, the same for every tool"),
+    ("connections", int, 10, "concurrent connections (Locust users, ghz workers, wrk connections)"),
+    ("seconds", int, 20, "measured seconds per tool"),
+    (
+        "ghz",
+        str,
+        str(Path.home() / "go" / "bin" / "ghz"),
+        "ghz binary (go install ...ghz@v0.120.0)",
+    ),
+)
+
+
+@dataclass(frozen=True)
+class Figures:
+    tool: str
+    rate: float
+    median_ms: float
+    mean_ms: float
+    note: str = ""
+
+
+def ghz(binary: str, lab: Lab, rate: float, conns: int, seconds: int) -> Figures:
+    cmd = [
+        binary,
+        "--insecure",
+        "--call",
+        "wirelab.v1.WireLab.ProcessOrder",
+        "-d",
+        json.dumps(BODY),
+    ]
+    cmd += ["--rps", f"{rate:g}", "-c", str(conns), "--connections", str(conns)]
+    cmd += ["-z", f"{seconds}s", "-O", "json", lab.grpc]
+    out = json.loads(
+        subprocess.run(cmd, check=True, capture_output=True, preexec_fn=pinned(CLIENT_CPU)).stdout
+    )
+    p50 = next(d["latency"] for d in out["latencyDistribution"] if d["percentage"] == 50)
+    return Figures("ghz", out["rps"], p50 / 1e6, out["average"] / 1e6)
+
+
+def wrk(lab: Lab, rate: float, conns: int, seconds: int) -> Figures:
+    # Each connection pauses between calls so that conns / pause ~= rate (latency adds a little).
+    env = {
+        **os.environ,
+        "WIRELAB_WRK_BODY": json.dumps(BODY),
+        "WIRELAB_WRK_DELAY_MS": f"{conns * 1000 / rate:.0f}",
+    }
+    cmd = ["wrk", "-t1", f"-c{conns}", f"-d{seconds}s", "--latency", "-s", str(WRK_SCRIPT)]
+    out = subprocess.run(
+        [*cmd, f"{lab.rest}/v1/orders"],
+        check=True,
+        capture_output=True,
+        text=True,
+        env=env,
+        preexec_fn=pinned(CLIENT_CPU),
+    ).stdout
+    median = _duration_ms(re.search(r"^\s+50%\s+(\S+)", out, re.M))
+    mean = _duration_ms(re.search(r"^\s+Latency\s+(\S+)", out, re.M))
+    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
+    return Figures("wrk", rps, median, mean)
+
+
+def _duration_ms(match: re.Match[str] | None) -> float:
+    if match is None:
+        raise ValueError("wrk output without latency figures")
+    value, unit = re.fullmatch(r"([\d.]+)(us|ms|s)", match.group(1)).groups()  # type: ignore[union-attr]
+    return float(value) * {"us": 1e-3, "ms": 1.0, "s": 1e3}[unit]
+
+
+def locust(protocol: str, lab: Lab, rate: float, users: int, seconds: int) -> Figures:
+    """The lab's user, paced to ``rate``; median from its client histogram (50 µs buckets) and
+    from Locust's own stats (whole milliseconds below 100 ms)."""
+    web, metrics = free_port(), free_port()
+    with tempfile.TemporaryDirectory() as tmp:
+        cmd = [
+            sys.executable,
+            "-m",
+            "locust",
+            "-f",
+            str(LAB_LOCUSTFILE),
+            "--autostart",
+            "--autoquit",
+            "30",
+        ]
+        cmd += [
+            "-t",
+            f"{seconds}s",
+            "-u",
+            str(users),
+            "-r",
+            str(users),
+            "--pace",
+            f"{rate / users:g}",
+        ]
+        cmd += ["-H", lab.rest, "--rest-host", lab.rest, "--grpc-target", lab.grpc]
+        cmd += [
+            "--protocols",
+            protocol,
+            "--mix",
+            "unary=1",
+            "--web-host",
+            "127.0.0.1",
+            "--web-port",
+            str(web),
+        ]
+        cmd += [
+            "--metrics-bind",
+            "127.0.0.1",
+            "--metrics-port",
+            str(metrics),
+            "--loglevel",
+            "WARNING",
+        ]
+        proc = subprocess.Popen(
+            cmd,
+            cwd=tmp,
+            preexec_fn=pinned(CLIENT_CPU),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            stats = _wait_stopped(f"http://127.0.0.1:{web}/stats/requests", seconds + 30)
+            snap = {
+                (n, tuple(sorted((k, v) for k, v in ls.items() if k != "job"))): v
+                for n, ls, v in scrape(f"http://127.0.0.1:{metrics}/metrics", "locust")
+            }
+        finally:
+            proc.terminate()
+            proc.wait(15)
+    row = next(s for s in stats["stats"] if s["name"] == "unary/ProcessOrder")
+    cumulative = buckets(
+        snap, "wirelab_client_request_duration_seconds", protocol=protocol, outcome="ok"
+    )
+    note = f"Locust's own median {row['median_response_time']} ms, {row['num_failures']} failures"
+    return Figures(
+        "locust", row["total_rps"], quantile(0.5, cumulative) * 1000, row["avg_response_time"], note
+    )
+
+
+def _wait_stopped(url: str, timeout: float) -> dict[str, Any]:
+    deadline, started = time.monotonic() + timeout, False
+    while time.monotonic() < deadline:
+        try:
+            stats = httpx.get(url, timeout=2).json()
+        except httpx.HTTPError:
+            stats = {}
+        started = started or stats.get("state") in ("running", "spawning")
+        if started and stats.get("state") == "stopped":
+            return dict(stats)
+        time.sleep(0.5)
+    raise TimeoutError(f"Locust did not finish within {timeout} s")
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m wirelab_bench.crosscheck", description=__doc__)
+    for flag, kind, default, text in KNOBS:
+        env = f"WIRELAB_CROSSCHECK_{flag.upper()}"
+        p.add_argument(
+            f"--{flag}",
+            type=kind,
+            default=kind(os.environ.get(env, default)),
+            help=f"{text} (env {env}, default {default})",
+        )
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    missing = [tool for tool in (args.ghz, "wrk") if shutil.which(tool) is None]
+    if missing:
+        print(
+            f"missing {missing}: go install github.com/bojand/ghz/cmd/ghz@v0.120.0; apt install wrk"
+        )
+        return 2
+    rate, conns, seconds = args.rate, args.connections, args.seconds
+    with services() as lab:
+        rows = {
+            "grpc": [
+                ghz(args.ghz, lab, rate, conns, seconds),
+                locust("grpc", lab, rate, conns, seconds),
+            ],
+            "rest": [wrk(lab, rate, conns, seconds), locust("rest", lab, rate, conns, seconds)],
+        }
+    print(f"offered load {rate:g}/s over {conns} connections, {seconds} s per tool; ProcessOrder")
+    for protocol, (reference, ours) in rows.items():
+        for f in (reference, ours):
+            print(
+                f"{protocol:4} {f.tool:6} {f.rate:7.1f} calls/s  median {f.median_ms:6.3f} ms"
+                f"  mean {f.mean_ms:6.3f} ms  {f.note}"
+            )
+        ratio = ours.median_ms / reference.median_ms
+        print(f"{protocol:4} locust/{reference.tool} median ratio {ratio:.3f} (goal 0.85..1.15)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,177 @@
+"""Benchmark: the lab's Locust users vs bare Locust users on one core; prints lab/bare ratios."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from wirelab_bench.cell import free_port
+from wirelab_bench.health import wait_healthy
+
+REPO = Path(__file__).resolve().parents[2]
+LAB_LOCUSTFILE = REPO / "locust" / "locustfile.py"
+BARE_LOCUSTFILE = REPO / "locust" / "baseline_locustfile.py"
+# The machine has two cores: the services get one, the load generator the other.
+SERVER_CPU, CLIENT_CPU = 0, 1
+
+
+@dataclass(frozen=True)
+class Lab:
+    rest: str
+    grpc: str
+
+
+def pinned(cpu: int) -> Callable[[], None]:
+    return lambda: os.sched_setaffinity(0, {cpu})
+
+
+@contextmanager
+def services(cpu: int = SERVER_CPU, metrics: str = "off") -> Iterator[Lab]:
+    """Both services on 127.0.0.1 free ports, pinned to ``cpu``; metrics off by default so the
+    server has headroom and the load generator is what is measured."""
+    rest_port, grpc_port = free_port(), free_port()
+    common = ["--host", "127.0.0.1", "--metrics", metrics]
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                module,
+                *common,
+                flag,
+                str(port),
+                "--metrics-port",
+                str(free_port()),
+            ],
+            preexec_fn=pinned(cpu),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for module, flag, port in (
+            ("wirelab.rest", "--rest-port", rest_port),
+            ("wirelab.rpc", "--grpc-port", grpc_port),
+        )
+    ]
+    try:
+        lab = Lab(f"http://127.0.0.1:{rest_port}", f"127.0.0.1:{grpc_port}")
+        wait_healthy(lab.rest, lab.grpc, ("rest", "grpc"), timeout=30)
+        yield lab
+    finally:
+        for p in procs:
+            p.send_signal(signal.SIGTERM)
+        for p in procs:
+            p.wait(15)
+
+
+@dataclass(frozen=True)
+class Result:
+    requests: int
+    failures: int
+    rps: float
+    cpu_seconds: float
+
+
+def run_locust(args: list[str], seconds: float, cpu: int = CLIENT_CPU) -> Result:
+    """Headless Locust for ``seconds`` pinned to ``cpu``; counts from its CSV, CPU from rusage."""
+    with tempfile.TemporaryDirectory() as tmp:
+        prefix = Path(tmp) / "run"
+        cmd = [
+            sys.executable,
+            "-m",
+            "locust",
+            "--headless",
+            "--only-summary",
+            "-t",
+            f"{seconds:g}s",
+        ]
+        cmd += ["--csv", str(prefix), "--exit-code-on-error", "0", "--loglevel", "ERROR", *args]
+        log = Path(tmp) / "locust.log"
+        with log.open("wb") as out:
+            proc = subprocess.Popen(cmd, cwd=tmp, preexec_fn=pinned(cpu), stdout=out, stderr=out)
+            # wait4 gives the child's own CPU time (rusage), which Popen.wait does not.
+            _, status, usage = os.wait4(proc.pid, 0)
+        if os.waitstatus_to_exitcode(status) != 0:
+            raise RuntimeError(f"locust failed: {' '.join(cmd)}\n{log.read_text()[-2000:]}")
+        with (Path(tmp) / "run_stats.csv").open() as f:
+            row = next(r for r in csv.DictReader(f) if r["Name"] == "Aggregated")
+    return Result(
+        int(row["Request Count"]),
+        int(row["Failure Count"]),
+        float(row["Requests/s"]),
+        usage.ru_utime + usage.ru_stime,
+    )
+
+
+def arm_args(arm: str, protocol: str, lab: Lab, users: int) -> list[str]:
+    swarm = ["-u", str(users), "-r", str(users)]
+    if arm == "bare":
+        host = lab.rest if protocol == "rest" else lab.grpc
+        cls = "BareRest" if protocol == "rest" else "BareGrpc"
+        return ["-f", str(BARE_LOCUSTFILE), "-H", host, *swarm, cls]
+    return [
+        *("-f", str(LAB_LOCUSTFILE), "-H", lab.rest, "--rest-host", lab.rest),
+        *("--grpc-target", lab.grpc, "--protocols", protocol, "--mix", "unary=1"),
+        *("--metrics-port", "0", *swarm),
+    ]
+
+
+# (flag, type, default, help); each also reads WIRELAB_OVERHEAD_<FLAG>.
+KNOBS: tuple[tuple[str, type, float, str], ...] = (
+    ("seconds", float, 10, "length of one measured run"),
+    ("rounds", int, 3, "interleaved lab/bare rounds per protocol"),
+    ("users", int, 20, "concurrent users, no wait time"),
+)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m wirelab_bench.locust_overhead", description=__doc__)
+    for flag, kind, default, text in KNOBS:
+        env = f"WIRELAB_OVERHEAD_{flag.upper()}"
+        p.add_argument(
+            f"--{flag}",
+            type=kind,
+            default=kind(os.environ.get(env, default)),
+            help=f"{text} (env {env}, default {default})",
+        )
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    results: dict[tuple[str, str], list[Result]] = {}
+    with services() as lab:
+        for protocol in ("rest", "grpc"):
+            run_locust(arm_args("lab", protocol, lab, args.users), 3)  # warm-up, discarded
+            for round_ in range(args.rounds):
+                # Alternate which arm goes first so drift on a shared machine hits both alike.
+                for arm in ("lab", "bare") if round_ % 2 == 0 else ("bare", "lab"):
+                    r = run_locust(arm_args(arm, protocol, lab, args.users), args.seconds)
+                    results.setdefault((protocol, arm), []).append(r)
+                    print(f"{protocol:4} {arm:4} round {round_}: {r.rps:8.1f} req/s, "
+                          f"{r.requests / r.cpu_seconds:8.1f} req per client CPU-s, "
+                          f"{r.failures} failures", flush=True)  # fmt: skip
+    print("\nratio lab/bare (median of rounds; goal >= 0.90)")
+    worst = 1.0
+    for protocol in ("rest", "grpc"):
+        lab_r, bare_r = results[(protocol, "lab")], results[(protocol, "bare")]
+        rps = statistics.median(r.rps for r in lab_r) / statistics.median(r.rps for r in bare_r)
+        per_cpu = statistics.median(r.requests / r.cpu_seconds for r in lab_r) / statistics.median(
+            r.requests / r.cpu_seconds for r in bare_r
+        )
+        worst = min(worst, rps)
+        print(f"{protocol}: requests/s {rps:.3f}   requests per client CPU-second {per_cpu:.3f}")
+    return 0 if worst >= 0.9 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
