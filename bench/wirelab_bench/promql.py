@@ -61,6 +61,7 @@ EXPORTS: dict[str, Export] = {
     ),
     "server_request_bytes_sum": Export("wirelab_server_request_bytes_sum", _PK),
     "server_response_bytes_sum": Export("wirelab_server_response_bytes_sum", _PK),
+    "server_response_bytes_count": Export("wirelab_server_response_bytes_count", _PK),
     "server_messages_sent": Export("wirelab_server_messages_sent_total", _PK),
     "server_messages_received": Export("wirelab_server_messages_received_total", _PK),
     "server_in_flight": Export("wirelab_server_requests_in_flight", _PK),

@@ -113,9 +113,12 @@ def _resources(w: Window, server_requests: float, pk: dict[str, str]) -> dict[st
         cpu = total(srv, "server_cpu_seconds", **job)
         out["cpu_s_per_request"] = _ratio(cpu, server_requests)
         out["server_cpu_pct"] = 100 * _ratio(cpu, w.seconds)
-        out["request_bytes_per_request"] = _ratio(received, server_requests)
-        out["response_bytes_per_request"] = _ratio(sent, server_requests)
-        out["wire_bytes_per_request"] = _ratio(sent + received, server_requests)
+        # Divide by the bytes histogram's own count: a scrape reads metric families one after
+        # another, so the requests counter can be a call or two ahead of the bytes sums.
+        calls = total(srv, "server_response_bytes_count", **pk)
+        out["request_bytes_per_request"] = _ratio(received, calls)
+        out["response_bytes_per_request"] = _ratio(sent, calls)
+        out["wire_bytes_per_request"] = _ratio(sent + received, calls)
     else:
         out |= dict.fromkeys(
             (

@@ -1,0 +1,179 @@
+"""The runner against real service processes with a tiny scenario, then the report on its output."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from wirelab_bench.cli import main
+from wirelab_bench.report import render
+
+from tests.bench.lab import Services
+
+pytestmark = pytest.mark.integration
+
+# Labelled like the IIT workloads so the notebook's two IIT tables are built from real numbers.
+TINY = """
+description = "integration test: seconds per cell"
+warmup_s = 0.5
+duration_s = 1.5
+cooldown_s = 0
+loads = [{ label = "light", users = 1 }, { label = "medium", users = 2 }]
+payload_sizes = [4096]
+stream_count = 3
+
+[gates]
+max_error_ratio = 0.0
+
+[[groups]]
+name = "request_response"
+kinds = ["unary"]
+
+[[groups]]
+name = "large_payload"
+kinds = ["download"]
+
+[[groups]]
+name = "streaming"
+kinds = ["server_stream"]
+loads = [{ label = "light", users = 1 }]
+"""
+LONG = TINY.replace("duration_s = 1.5", "duration_s = 3")
+
+
+@pytest.fixture(scope="module")
+def finished(services: Services, tmp_path_factory: pytest.TempPathFactory) -> tuple[int, Path]:
+    root = tmp_path_factory.mktemp("bench")
+    scenario = root / "tiny.toml"
+    scenario.write_text(TINY)
+    code = main(["bench", str(scenario), *services.args(root / "results"), "--progress", "off"])
+    (run,) = (root / "results").iterdir()
+    return code, run
+
+
+def test_folder_layout_and_manifest(finished: tuple[int, Path]) -> None:
+    code, run = finished
+    assert run.name.endswith("_tiny")
+    for name in ("manifest.json", "tidy.csv", "tidy.parquet", "histograms.csv"):
+        assert (run / name).is_file(), name
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["status"] == "complete"
+    assert manifest["cells_done"] and len(manifest["cells_done"]) == manifest["cells_planned"] == 10
+    assert len(manifest["git"]["sha"]) == 40 and isinstance(manifest["git"]["dirty"], bool)
+    assert manifest["host"]["cpu_count"] >= 1 and manifest["host"]["kernel"]
+    assert "docker" in manifest and "version" in manifest["docker"]
+    assert manifest["knobs"]["prometheus_url"] == ""
+    assert "containers" in manifest["missing"]  # no Prometheus: the reason is recorded
+    assert manifest["parity"] == ["unary", "upload", "download", "server_stream"]
+    assert code == manifest["exit_code"] == 0, manifest.get("gates")
+    for cell in manifest["cells_done"]:
+        assert (run / "locust" / f"{cell}_stats.csv").is_file()
+
+
+def test_tidy_table_has_sane_values(finished: tuple[int, Path]) -> None:
+    _, run = finished
+    tidy = pd.read_csv(run / "tidy.csv")
+    assert pd.read_parquet(run / "tidy.parquet").shape == tidy.shape == (10, tidy.shape[1])
+    assert set(tidy.protocol) == {"rest", "grpc"}
+    assert (tidy.requests > 0).all()
+    assert (tidy.error_pct == 0).all()
+    for side in ("client", "server"):
+        p = tidy[[f"{side}_p50_ms", f"{side}_p99_ms", f"{side}_p999_ms"]]
+        assert (p.notna().all(axis=1)).all(), side
+        assert (p[f"{side}_p50_ms"] <= p[f"{side}_p99_ms"]).all()
+        assert (p[f"{side}_p99_ms"] <= p[f"{side}_p999_ms"]).all()
+    # The client sees the whole call, the server only its part of it.
+    assert (tidy.client_p50_ms >= tidy.server_p50_ms * 0.5).all()
+    assert (tidy.cpu_s_per_request > 0).all() and (tidy.peak_rss_bytes > 1e6).all()
+    down = tidy[tidy.kind == "download"]
+    assert (down.response_bytes_per_request >= 4096).all()
+    assert (down.payload_bytes_per_s > 0).all()
+    stream = tidy[tidy.kind == "server_stream"]
+    assert (stream.messages_per_s > 0).all() and stream.client_ttfm_p50_ms.notna().all()
+    unary = tidy[tidy.kind == "unary"]
+    assert unary.payload_bytes_per_s.map(math.isnan).all()
+    assert tidy.container_cpu_s_per_request.isna().all()  # no cAdvisor without Prometheus
+    assert not tidy.generator_saturated.any()
+    assert set(tidy.client_source) == {"scrape"} and set(tidy.server_source) == {"scrape"}
+    hist = pd.read_csv(run / "histograms.csv")
+    assert set(hist.side) == {"client", "server"} and (hist["count"] >= 0).all()
+
+
+def test_notebook_renders_tables_plots_and_html(finished: tuple[int, Path], tmp_path: Path) -> None:
+    _, run = finished
+    html = render(run)
+    assert html == run / "report.html" and html.stat().st_size > 10_000
+    pngs = {p.stem for p in run.glob("*.png")}
+    assert {"latency_vs_load", "latency_cdf", "throughput_max", "payload_throughput"} <= pngs
+    assert {"cpu_and_bytes_per_request", "stream_ttfm"} <= pngs
+    text = html.read_text()
+    assert "Table 6.1 (wirelab)" in text and "Table 6.2 (wirelab)" in text
+    assert "Published claims against this run" in text
+    nb = json.loads((run / "report.ipynb").read_text())
+    errors = [o for c in nb["cells"] for o in c.get("outputs", []) if o["output_type"] == "error"]
+    assert not errors
+
+
+def test_interrupted_run_is_marked_incomplete_and_leaves_earlier_runs(
+    services: Services, finished: tuple[int, Path], tmp_path: Path
+) -> None:
+    _, earlier = finished
+    before = {
+        p: hashlib.sha256(p.read_bytes()).hexdigest() for p in earlier.rglob("*") if p.is_file()
+    }
+    scenario = tmp_path / "long.toml"
+    scenario.write_text(LONG)
+    results = earlier.parent
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "wirelab_bench.cli",
+            "bench",
+            str(scenario),
+            *services.args(results),
+            "--progress",
+            "off",
+        ],
+    )
+    try:
+        deadline = time.monotonic() + 60
+        run = None
+        while time.monotonic() < deadline:
+            runs = [p for p in results.iterdir() if p.name.endswith("_long")]
+            if runs and (runs[0] / "manifest.json").exists():
+                run = runs[0]
+                if json.loads((run / "manifest.json").read_text())["cells_done"]:
+                    break
+            time.sleep(0.2)
+        else:
+            pytest.fail("the runner measured no cell within 60 s")
+        time.sleep(1)  # inside the next cell's window
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 4
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert run is not None
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["status"] == "incomplete"
+    assert "SIGTERM" in manifest["interrupted"]["reason"]
+    done = manifest["cells_done"]
+    assert 1 <= len(done) < manifest["cells_planned"]
+    assert list(pd.read_csv(run / "tidy.csv").cell_id) == done
+    after = {
+        p: hashlib.sha256(p.read_bytes()).hexdigest() for p in earlier.rglob("*") if p.is_file()
+    }
+    assert {p: h for p, h in after.items() if p in before} == before
+
+
+def _hashes(folder: Path) -> dict[Path, str]:
+    return {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in folder.rglob("*") if p.is_file()}
