@@ -23,6 +23,7 @@
 import json
 import math
 import os
+import tempfile
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -36,7 +37,7 @@ from scipy import stats
 # under $WIRELAB_RESULTS_ROOT (default: ./results, then ../results).
 results_dir = ""
 # Where PNGs go; empty = $WIRELAB_REPORT_OUTPUT, else the results folder (or, if that is
-# read-only as in the Jupyter container, ./report-output/<run>).
+# read-only as in the Jupyter container, <temp dir>/wirelab-report/<run>).
 output_dir = ""
 
 # %%
@@ -78,7 +79,7 @@ def _output() -> Path:
     elif os.access(RUN, os.W_OK):
         out = RUN
     else:
-        out = Path("report-output") / RUN.name
+        out = Path(tempfile.gettempdir()) / "wirelab-report" / RUN.name
     out.mkdir(parents=True, exist_ok=True)
     return out
 

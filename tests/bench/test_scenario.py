@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from wirelab_bench.knobs import REPO
+from wirelab_bench.cli import main
+from wirelab_bench.knobs import KNOBS, REPO, env_name, flag
 from wirelab_bench.scenario import ScenarioError, load_scenario, resolve
 
 SCENARIOS = REPO / "scenarios"
@@ -91,3 +92,28 @@ def test_resolve_by_name_or_path(tmp_path: Path) -> None:
     assert resolve("smoke", SCENARIOS) == SCENARIOS / "smoke.toml"
     with pytest.raises(ScenarioError, match=r"known: .*smoke"):
         resolve("nope", SCENARIOS)
+
+
+def test_every_knob_is_documented_with_its_variable() -> None:
+    doc = (REPO / "docs" / "bench.md").read_text()
+    for name, *_ in KNOBS:
+        assert f"`{env_name(name)}`" in doc and f"`{flag(name)}`" in doc, name
+
+
+def test_help_lists_every_knob_and_its_variable(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit):
+        main(["bench", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    for name, *_ in KNOBS:
+        assert flag(name) in text and env_name(name) in text, name
+    assert "exit codes" in text
+
+
+def test_bad_scenario_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text('kinds = ["unary"]\n')
+    assert main(["bench", str(bad), "--results-dir", str(tmp_path / "r")]) == 2
+    assert "missing key 'loads'" in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()
