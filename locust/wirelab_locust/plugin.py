@@ -75,7 +75,8 @@ def _protocols_from_web_form(environment: Any, web_ui: Any) -> None:
     def apply() -> Any:
         if request.method == "POST" and request.path.endswith("/swarm"):
             try:
-                select_protocols(environment, request.form.get("protocols", "rest,grpc"))
+                chosen = request.form.get("protocols") or environment.parsed_options.protocols
+                select_protocols(environment, chosen)
             except ValueError as error:
                 return jsonify({"success": False, "message": str(error)})
         return None
