@@ -22,7 +22,15 @@ from wirelab_locust.content import order
 
 from wirelab_bench.cell import free_port
 from wirelab_bench.histo import buckets, quantile
-from wirelab_bench.locust_overhead import CLIENT_CPU, LAB_LOCUSTFILE, REPO, Lab, pinned, services
+from wirelab_bench.locust_overhead import (
+    CLIENT_CPU,
+    LAB_LOCUSTFILE,
+    REPO,
+    Lab,
+    exit_on_sigterm,
+    pinned,
+    services,
+)
 from wirelab_bench.scrape import scrape
 
 WRK_SCRIPT = Path(__file__).with_name("crosscheck_wrk.lua")
@@ -200,6 +208,7 @@ def main(argv: list[str] | None = None) -> int:
             f"missing {missing}: go install github.com/bojand/ghz/cmd/ghz@v0.120.0; apt install wrk"
         )
         return 2
+    exit_on_sigterm()
     rate, conns, seconds = args.rate, args.connections, args.seconds
     tools: dict[str, dict[str, Callable[[Lab], Figures]]] = {
         "grpc": {

@@ -31,6 +31,11 @@ class Lab:
     grpc: str
 
 
+def exit_on_sigterm() -> None:
+    """SIGTERM raises SystemExit, so the services started here are stopped on the way out."""
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+
+
 def pinned(cpu: int) -> Callable[[], None]:
     return lambda: os.sched_setaffinity(0, {cpu})
 
@@ -148,6 +153,7 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    exit_on_sigterm()
     results: dict[tuple[str, str], list[Result]] = {}
     with services() as lab:
         for protocol in ("rest", "grpc"):
