@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import re
@@ -28,6 +27,7 @@ from wirelab_bench.locust_overhead import (
     REPO,
     Lab,
     exit_on_sigterm,
+    knob_parser,
     pinned,
     services,
 )
@@ -37,7 +37,7 @@ WRK_SCRIPT = Path(__file__).with_name("crosscheck_wrk.lua")
 PROTO = REPO / "proto" / "wirelab" / "v1" / "wirelab.proto"
 BODY = {"order": order(0, 16), "work_ms": 0, "count_words": False}
 # (flag, type, default, help); each also reads WIRELAB_CROSSCHECK_<FLAG>.
-KNOBS: tuple[tuple[str, type, float | str, str], ...] = (
+KNOBS: tuple[tuple[str, type, Any, str], ...] = (
     ("rate", float, 200, "offered load in calls/s, the same for every tool"),
     ("connections", int, 10, "concurrent connections (Locust users, ghz workers, wrk connections)"),
     ("seconds", int, 15, "measured seconds per run"),
@@ -187,21 +187,9 @@ def _wait_stopped(url: str, timeout: float) -> dict[str, Any]:
     raise TimeoutError(f"Locust did not finish within {timeout} s")
 
 
-def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m wirelab_bench.crosscheck", description=__doc__)
-    for flag, kind, default, text in KNOBS:
-        env = f"WIRELAB_CROSSCHECK_{flag.upper()}"
-        p.add_argument(
-            f"--{flag}",
-            type=kind,
-            default=kind(os.environ.get(env, default)),
-            help=f"{text} (env {env}, default {default})",
-        )
-    return p
-
-
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    prog = "python -m wirelab_bench.crosscheck"
+    args = knob_parser(prog, __doc__, "WIRELAB_CROSSCHECK", KNOBS).parse_args(argv)
     missing = [tool for tool in (args.ghz, "wrk") if shutil.which(tool) is None]
     if missing:
         print(

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from wirelab_bench.cell import free_port
 from wirelab_bench.health import wait_healthy
@@ -131,17 +132,20 @@ def arm_args(arm: str, protocol: str, lab: Lab, users: int) -> list[str]:
 
 
 # (flag, type, default, help); each also reads WIRELAB_OVERHEAD_<FLAG>.
-KNOBS: tuple[tuple[str, type, float, str], ...] = (
+KNOBS: tuple[tuple[str, type, Any, str], ...] = (
     ("seconds", float, 10, "length of one measured run"),
     ("rounds", int, 3, "interleaved lab/bare rounds per protocol"),
     ("users", int, 20, "concurrent users, no wait time"),
 )
 
 
-def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m wirelab_bench.locust_overhead", description=__doc__)
-    for flag, kind, default, text in KNOBS:
-        env = f"WIRELAB_OVERHEAD_{flag.upper()}"
+def knob_parser(
+    prog: str, description: str | None, prefix: str, knobs: tuple[tuple[str, type, Any, str], ...]
+) -> argparse.ArgumentParser:
+    """``--flag`` per knob, its default read from ``<prefix>_<FLAG>`` first (also crosscheck's)."""
+    p = argparse.ArgumentParser(prog=prog, description=description)
+    for flag, kind, default, text in knobs:
+        env = f"{prefix}_{flag.upper()}"
         p.add_argument(
             f"--{flag}",
             type=kind,
@@ -152,7 +156,8 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    prog = "python -m wirelab_bench.locust_overhead"
+    args = knob_parser(prog, __doc__, "WIRELAB_OVERHEAD", KNOBS).parse_args(argv)
     exit_on_sigterm()
     results: dict[tuple[str, str], list[Result]] = {}
     with services() as lab:
