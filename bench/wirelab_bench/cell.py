@@ -87,8 +87,14 @@ def measure(
     window = Window(cell, t0, t1 - t0, peaks=peaks, generator_cpu_ratio=(cpu1 - cpu0) / (t1 - t0))
     if server0 is not None and server1 is not None:
         window.server, window.sources["server"] = delta(server0, server1), "scrape"
+    elif server_url:
+        # The service stopped answering during the window (a crash, a restart): say so in the
+        # row instead of leaving the reader to guess why the server columns are empty.
+        window.sources["server"] = "none: direct scrape failed at the window's start or end"
     if client0 is not None and client1 is not None:
         window.client, window.sources["client"] = delta(client0, client1), "scrape"
+    else:
+        window.sources["client"] = "none: the Locust child's exporter did not answer"
     _wait(None, "cool-down", max(g.cooldown_s, lab.export_delay_s if lab.prometheus else 0), tick)
     if lab.prometheus is not None:
         _from_prometheus(window, lab.prometheus, run_dir, lab.export_step_s)
@@ -127,6 +133,8 @@ def _from_prometheus(w: Window, prom: Prometheus, run_dir: Path, step: float) ->
         {"window": [w.started_at, w.started_at + w.seconds], "errors": export.errors, **export.raw},
     )
     moved = delta(export.start, export.end)
+    if export.errors:
+        w.sources["prometheus_errors"] = "; ".join(f"{k}: {v}" for k, v in export.errors.items())
     if w.server is None and any(k[0].startswith("server_") for k in moved):
         w.server = {k: v for k, v in moved.items() if k[0].startswith("server_")}
         w.sources["server"] = "prometheus"

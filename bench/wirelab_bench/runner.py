@@ -9,6 +9,8 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+import httpx
+
 from wirelab_bench import environment
 from wirelab_bench.cell import Lab, measure
 from wirelab_bench.health import wait_healthy
@@ -18,7 +20,7 @@ from wirelab_bench.progress import Progress
 from wirelab_bench.prom import Prometheus
 from wirelab_bench.results import MANIFEST, new_run_dir, write_json, write_tables
 from wirelab_bench.scenario import CELL_OVERHEAD_S, Cell, Scenario
-from wirelab_bench.scrape import probe
+from wirelab_bench.scrape import probe, scrape
 from wirelab_bench.tidy import build_row
 
 # Exit codes (docs/bench.md): CI reads them.
@@ -76,6 +78,19 @@ def _lab(knobs: Knobs, reasons: dict[str, str]) -> Lab:
     )
 
 
+def _servers(lab: Lab) -> dict[str, str]:
+    """protocol -> concurrency model (wirelab_server_info), so runs of the two models differ."""
+    found: dict[str, str] = {}
+    for proto, url in lab.server_urls.items():
+        for name, labels, _ in scrape(url, proto):
+            if name == "wirelab_server_info":
+                found[proto] = labels.get("concurrency", "")
+    if lab.prometheus is not None:
+        for labels in lab.prometheus.instant("wirelab_server_info"):
+            found.setdefault(labels.get("protocol", "?"), labels.get("concurrency", ""))
+    return found
+
+
 def run(scenario: Scenario, knobs: Knobs) -> tuple[int, Path]:
     """Measure every cell of ``scenario``; returns (exit code, results folder)."""
     cells = scenario.cells()
@@ -104,6 +119,10 @@ def run(scenario: Scenario, knobs: Knobs) -> tuple[int, Path]:
     code, phase = EXIT_OK, "preflight"
     try:
         lab = _lab(knobs, reasons)
+        try:
+            manifest["servers"] = _servers(lab)
+        except (httpx.HTTPError, ValueError, KeyError) as exc:
+            manifest["servers"] = {"reason": f"{type(exc).__name__}: {exc}"}
         protocols = tuple(dict.fromkeys(p for g in scenario.groups for p in g.protocols))
         left = scenario.estimated_seconds()
         for cell in cells:

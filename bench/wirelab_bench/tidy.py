@@ -100,6 +100,7 @@ def build_row(w: Window, gates: Gates) -> dict[str, Any]:
     row["client_source"] = w.sources.get("client", "none")
     row["server_source"] = w.sources.get("server", "none")
     row["container_source"] = w.sources.get("containers", "none")
+    row["notes"] = w.sources.get("prometheus_errors", "")
     row |= gate_verdict(row, gates)
     return row
 

@@ -1,26 +1,38 @@
-"""Addresses of the service processes the runner's integration tests start."""
+"""Service processes (and optionally Prometheus) on free loopback ports for the runner's tests."""
 
 from __future__ import annotations
 
+import os
+import shutil
 import socket
-from dataclasses import dataclass
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 
+import httpx
+from wirelab_bench.health import grpc_healthy, rest_healthy
+from wirelab_bench.knobs import REPO
 
-@dataclass(frozen=True)
+
+@dataclass
 class Services:
     rest_url: str
     grpc_target: str
     rest_metrics: str
     grpc_metrics: str
+    procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
 
-    def args(self, results: Path) -> list[str]:
+    def args(self, results: Path, prometheus: str = "") -> list[str]:
         return [
             "--rest-url", self.rest_url,
             "--grpc-target", self.grpc_target,
             "--rest-metrics-url", self.rest_metrics,
             "--grpc-metrics-url", self.grpc_metrics,
-            "--prometheus-url", "",
+            "--prometheus-url", prometheus,
             "--results-dir", str(results),
             "--health-timeout-s", "20",
         ]  # fmt: skip
@@ -34,3 +46,106 @@ def free_ports(n: int) -> list[int]:
     for s in socks:
         s.close()
     return ports
+
+
+def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
+    for p in procs:
+        if p.poll() is None:
+            p.terminate()
+    for p in procs:
+        try:
+            p.wait(15)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+
+@contextmanager
+def running_services(logs: Path) -> Iterator[Services]:
+    """`python -m wirelab.rest` and `python -m wirelab.rpc`, healthy, stopped on exit."""
+    rest, grpc_port, rest_m, grpc_m = free_ports(4)
+    found = Services(
+        f"http://127.0.0.1:{rest}",
+        f"127.0.0.1:{grpc_port}",
+        f"http://127.0.0.1:{rest_m}/metrics",
+        f"http://127.0.0.1:{grpc_m}/metrics",
+    )
+    base = {**os.environ, "WIRELAB_HOST": "127.0.0.1"}
+    ports = {
+        "wirelab.rest": {"WIRELAB_REST_PORT": f"{rest}", "WIRELAB_METRICS_PORT": f"{rest_m}"},
+        "wirelab.rpc": {"WIRELAB_GRPC_PORT": f"{grpc_port}", "WIRELAB_METRICS_PORT": f"{grpc_m}"},
+    }
+    for module, env in ports.items():
+        found.procs[module] = subprocess.Popen(
+            [sys.executable, "-m", module],
+            env={**base, **env},
+            stdout=(logs / f"{module}.log").open("wb"),
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        deadline = time.monotonic() + 30
+        while rest_healthy(found.rest_url) or grpc_healthy(found.grpc_target):
+            if time.monotonic() > deadline or any(
+                p.poll() is not None for p in found.procs.values()
+            ):
+                raise RuntimeError(f"services did not start; logs in {logs}")
+            time.sleep(0.2)
+        yield found
+    finally:
+        _stop(list(found.procs.values()))
+
+
+def prometheus_binary() -> str | None:
+    """A Prometheus server binary: $PROMETHEUS, the PATH, or the Debian package the config
+    tests unpack under .cache/."""
+    candidates = [
+        os.environ.get("PROMETHEUS", ""),
+        shutil.which("prometheus") or "",
+        str(REPO / ".cache" / "promtool" / "root" / "usr" / "bin" / "prometheus"),
+    ]
+    return next((c for c in candidates if c and os.access(c, os.X_OK)), None)
+
+
+@contextmanager
+def running_prometheus(binary: str, services: Services, folder: Path) -> Iterator[str]:
+    """A Prometheus scraping both services every second as jobs rest and grpc; yields its URL."""
+    (port,) = free_ports(1)
+    targets = {
+        "rest": services.rest_metrics.split("/")[2],
+        "grpc": services.grpc_metrics.split("/")[2],
+    }
+    config = folder / "prometheus.yml"
+    config.write_text(
+        "global: {scrape_interval: 1s}\nscrape_configs:\n"
+        + "".join(
+            f'  - job_name: {job}\n    static_configs: [{{targets: ["{t}"]}}]\n'
+            for job, t in targets.items()
+        )
+    )
+    proc = subprocess.Popen(
+        [
+            binary,
+            f"--config.file={config}",
+            f"--storage.tsdb.path={folder / 'tsdb'}",
+            f"--web.listen-address=127.0.0.1:{port}",
+        ],
+        stdout=(folder / "prometheus.log").open("wb"),
+        stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while not _answers(f"{url}/-/ready"):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"Prometheus did not start; log in {folder}")
+            time.sleep(0.2)
+        yield url
+    finally:
+        _stop([proc])
+
+
+def _answers(url: str) -> bool:
+    try:
+        return httpx.get(url, timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
