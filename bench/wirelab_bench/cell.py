@@ -12,10 +12,10 @@ from typing import Any
 
 import httpx
 
-from wirelab_bench.histo import Snapshot, buckets, delta
+from wirelab_bench.histo import Key, Snapshot, buckets, delta
 from wirelab_bench.load import LocustProcess, Target, locust_command, wait_started
 from wirelab_bench.prom import Prometheus
-from wirelab_bench.promql import EXPORTS, GAUGES, aggregate
+from wirelab_bench.promql import EXPORTS, GAUGES, RATE_PEAKS, aggregate
 from wirelab_bench.results import write_json
 from wirelab_bench.scenario import Cell
 from wirelab_bench.scrape import scrape
@@ -110,17 +110,28 @@ def _wait(
     protocol: str = "",
     client_url: str | None = None,
 ) -> Snapshot:
-    """Sleep through a phase in ticks; when URLs are given, keep each gauge's peak value."""
+    """Sleep through a phase in ticks; when URLs are given, keep each gauge's peak value and
+    the peak rate of each CPU counter between ticks (the studies quote maximum CPU)."""
     peaks: Snapshot = {}
+    last: dict[Key, tuple[float, float]] = {}
     end = time.monotonic() + seconds
     while (left := end - time.monotonic()) > 0:
         tick(phase, left)
         if proc is not None and not proc.alive():
             raise RuntimeError(f"Locust exited during {phase} (code {proc.proc.returncode})")
         for url, job, names in ((server_url, protocol, SERVER), (client_url, "locust", CLIENT)):
-            snap = _snap(url, job, tuple(n for n in names if n in GAUGES)) if url else None
+            wanted = tuple(n for n in names if n in GAUGES or n in RATE_PEAKS)
+            snap = _snap(url, job, wanted) if url else None
+            now = time.monotonic()
             for k, v in (snap or {}).items():
-                peaks[k] = max(peaks.get(k, v), v)
+                if k[0] in RATE_PEAKS:
+                    if k in last and now > last[k][0]:
+                        rate = (v - last[k][1]) / (now - last[k][0])
+                        rk = (RATE_PEAKS[k[0]], k[1])
+                        peaks[rk] = max(peaks.get(rk, rate), rate)
+                    last[k] = (now, v)
+                else:
+                    peaks[k] = max(peaks.get(k, v), v)
         time.sleep(min(TICK_S, max(0.0, end - time.monotonic())))
     return peaks
 

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from wirelab_bench import knobs as knob_table
-from wirelab_bench.report import render, resolve_run
+from wirelab_bench.report import NOTEBOOK, render, resolve_run
 from wirelab_bench.runner import EXIT_USAGE, run
 from wirelab_bench.scenario import ScenarioError, load_scenario, resolve
 
@@ -58,6 +58,11 @@ def parser() -> argparse.ArgumentParser:
         default=os.environ.get("WIRELAB_REPORT_OUTPUT", ""),
         help="where the report goes (default: the results folder; env WIRELAB_REPORT_OUTPUT)",
     )
+    report.add_argument(
+        "--notebook",
+        default=os.environ.get("WIRELAB_REPORT_NOTEBOOK", str(NOTEBOOK)),
+        help=f"the report notebook (default {NOTEBOOK}; env WIRELAB_REPORT_NOTEBOOK)",
+    )
     return top
 
 
@@ -86,7 +91,10 @@ def _report(args: argparse.Namespace) -> int:
     except FileNotFoundError as exc:
         print(f"wirelab report: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    html = render(run_dir, Path(args.output_dir) if args.output_dir else None)
+    if not Path(args.notebook).is_file():
+        print(f"wirelab report: no notebook at {args.notebook}", file=sys.stderr)
+        return EXIT_USAGE
+    html = render(run_dir, Path(args.output_dir) if args.output_dir else None, Path(args.notebook))
     print(html)
     return 0
 

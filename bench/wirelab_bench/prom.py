@@ -5,12 +5,13 @@ from __future__ import annotations
 import math
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import Any
 
 import httpx
 
 from wirelab_bench.histo import Snapshot, key
-from wirelab_bench.promql import EXPORTS, GAUGES
+from wirelab_bench.promql import EXPORTS, GAUGES, RATE_PEAKS
 
 
 @dataclass
@@ -77,6 +78,9 @@ class Prometheus:
                 out.end[k] = values[-1][1]
                 if name in GAUGES:
                     out.peak[k] = max(v for _, v in values)
+                if name in RATE_PEAKS and len(values) > 1:
+                    rates = [(v1 - v0) / (t1 - t0) for (t0, v0), (t1, v1) in pairwise(values)]
+                    out.peak[key(RATE_PEAKS[name], labels)] = max(rates)
         return out
 
     def _range(

@@ -117,6 +117,12 @@ GAUGES = frozenset(
     }
 )
 
+# Counters whose fastest rate inside a window is kept too (as a peak named by the value here).
+RATE_PEAKS = {
+    "server_cpu_seconds": "server_cpu_peak_rate",
+    "container_cpu_seconds": "container_cpu_peak_rate",
+}
+
 Sample = tuple[str, dict[str, str], float]
 
 

@@ -8,10 +8,16 @@ from pathlib import Path
 from wirelab_bench.knobs import REPO
 from wirelab_bench.results import latest_run
 
-NOTEBOOK = REPO / "notebooks" / "report.py"
+# The checkout's notebook; an installed (non-editable) package finds it from the working directory.
+NOTEBOOK = next(
+    (p for p in (Path("notebooks/report.py"), REPO / "notebooks" / "report.py") if p.exists()),
+    REPO / "notebooks" / "report.py",
+)
 
 
-def render(run_dir: Path, output_dir: Path | None = None, timeout: int = 600) -> Path:
+def render(
+    run_dir: Path, output_dir: Path | None = None, notebook: Path = NOTEBOOK, timeout: int = 600
+) -> Path:
     """Run notebooks/report.py top to bottom on ``run_dir``; returns the HTML report's path.
 
     The notebook takes its parameters from the environment, so the executed copy is the source
@@ -24,7 +30,7 @@ def render(run_dir: Path, output_dir: Path | None = None, timeout: int = 600) ->
 
     out = output_dir or run_dir
     out.mkdir(parents=True, exist_ok=True)
-    nb = jupytext.read(NOTEBOOK)
+    nb = jupytext.read(notebook)
     saved = {k: os.environ.get(k) for k in ("WIRELAB_REPORT_RESULTS", "WIRELAB_REPORT_OUTPUT")}
     os.environ["WIRELAB_REPORT_RESULTS"] = str(run_dir.resolve())
     os.environ["WIRELAB_REPORT_OUTPUT"] = str(out.resolve())

@@ -131,6 +131,9 @@ def _resources(w: Window, server_requests: float, pk: dict[str, str]) -> dict[st
             ),
             NAN,
         )
+    seen_cpu = any(n == "server_cpu_peak_rate" for n, _ in w.peaks)
+    peak_cpu = total(w.peaks, "server_cpu_peak_rate", **job)
+    out["server_cpu_peak_pct"] = 100 * peak_cpu if seen_cpu else NAN
     seen_rss = any(n == "server_resident_memory" for n, _ in w.peaks)
     out["peak_rss_bytes"] = total(w.peaks, "server_resident_memory", **job) if seen_rss else NAN
     ct = w.containers
@@ -143,11 +146,15 @@ def _resources(w: Window, server_requests: float, pk: dict[str, str]) -> dict[st
         out["container_cpu_s_per_request"] = _ratio(cpu, server_requests)
         out["container_cpu_pct"] = 100 * _ratio(cpu, w.seconds)
         out["container_peak_memory_bytes"] = total(w.peaks, "container_memory", **svc) or NAN
+        out["container_cpu_peak_pct"] = (
+            100 * total(w.peaks, "container_cpu_peak_rate", **svc) or NAN
+        )
         out["container_net_bytes_per_request"] = _ratio(net, server_requests)
     else:
         out["container_cpu_s_per_request"] = NAN
         out["container_cpu_pct"] = NAN
         out["container_peak_memory_bytes"] = NAN
+        out["container_cpu_peak_pct"] = NAN
         out["container_net_bytes_per_request"] = NAN
     return out
 

@@ -93,6 +93,7 @@ def test_tidy_table_has_sane_values(finished: tuple[int, Path]) -> None:
     # The client sees the whole call, the server only its part of it.
     assert (tidy.client_p50_ms >= tidy.server_p50_ms * 0.5).all()
     assert (tidy.cpu_s_per_request > 0).all() and (tidy.peak_rss_bytes > 1e6).all()
+    assert (tidy.server_cpu_pct > 0).all() and (tidy.server_cpu_peak_pct >= 0).all()
     down = tidy[tidy.kind == "download"]
     assert (down.response_bytes_per_request >= 4096).all()
     assert (down.payload_bytes_per_s > 0).all()
