@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import bisect
+import collections
+import threading
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.metrics_core import Metric
+from prometheus_client.registry import Collector
 
 PROTOCOLS = ("rest", "grpc")
 
@@ -118,6 +124,11 @@ class ServerMetrics:
             raise ValueError(f"unknown protocol {protocol!r}")
         self.protocol = protocol
         kind = ("protocol", "kind")
+        # Queued starts and finished calls (see Call.finish), applied by flush().
+        self._queue: collections.deque[tuple[Any, ...]] = collections.deque()
+        self._flush_lock = threading.Lock()
+        flush_first = _FlushFirst()
+        registry.register(flush_first)
         self.requests = Counter(
             "wirelab_server_requests",
             "Completed calls by outcome and raw status code",
@@ -178,6 +189,7 @@ class ServerMetrics:
         )
         info.labels(protocol, concurrency).set(1)
         self._bound: dict[str, KindInstruments] = {}
+        flush_first.metrics = self
         self._preinitialise(KINDS_BY_PROTOCOL[protocol])
 
     def _preinitialise(self, kinds: Iterable[str]) -> None:
@@ -206,14 +218,58 @@ class ServerMetrics:
     def start(self, kind: str) -> Call:
         """Begin timing one call of ``kind``; finish it with :meth:`Call.finish`."""
         bound = self.bound(kind)
-        bound.in_flight.inc()
+        self._queue.append((bound,))
+        if len(self._queue) >= FLUSH_EVERY:
+            self.flush()
         return Call(self, kind, time.perf_counter(), bound)
+
+    def flush(self) -> None:
+        """Apply the queued starts and finished calls to the instruments. Runs before every
+        collection (so a scrape always sees every call) and every FLUSH_EVERY records."""
+        queue = self._queue
+        with self._flush_lock:
+            records: dict[KindInstruments, list[tuple[Any, ...]]] = {}
+            # popleft is atomic, so calls finishing on other threads meanwhile are never lost.
+            while queue:
+                record = queue.popleft()
+                records.setdefault(record[0], []).append(record)
+            for bound, batch in records.items():
+                bound.apply(batch)
+
+
+FLUSH_EVERY = 4096
+
+
+class _FlushFirst(Collector):
+    """Registered before the instruments, so the registry flushes queued calls into them
+    before it collects them (a collector's order in the registry is its registration order)."""
+
+    def __init__(self) -> None:
+        self.metrics: ServerMetrics | None = None
+
+    def describe(self) -> list[Metric]:
+        return []
+
+    def collect(self) -> list[Metric]:
+        if self.metrics is not None:
+            self.metrics.flush()
+        return []
+
+
+def _observe_many(histogram: Histogram, values: list[float]) -> None:
+    """``observe`` for a batch: one bucket increment per bucket touched instead of a lock pair
+    per value. Mirrors Histogram.observe (first upper bound >= value, +Inf last); a unit test
+    compares the two, as this reads prometheus_client internals (pinned in pyproject)."""
+    bounds = histogram._upper_bounds
+    buckets = histogram._buckets
+    for index, count in collections.Counter(bisect.bisect_left(bounds, v) for v in values).items():
+        buckets[index].inc(count)
+    histogram._sum.inc(sum(values))
 
 
 class KindInstruments:
-    """Label children of one (protocol, kind), resolved once. ``labels()`` takes a lock and builds
-    a key on every call; a call path that resolves eight children per request pays for that in
-    throughput, which the observer-effect benchmark shows."""
+    """Label children of one (protocol, kind), resolved once: ``labels()`` takes a lock and
+    builds a key on every call, which the observer-effect benchmark shows in throughput."""
 
     def __init__(self, metrics: ServerMetrics, kind: str) -> None:
         p = metrics.protocol
@@ -225,24 +281,44 @@ class KindInstruments:
         self.response_bytes = metrics.response_bytes.labels(p, kind)
         self.messages_received = metrics.messages_received.labels(p, kind)
         self.messages_sent = metrics.messages_sent.labels(p, kind)
-        self._requests: dict[tuple[str, str], Counter] = {}
-        self._durations: dict[str, Histogram] = {}
 
-    def requests(self, outcome: str, code: str) -> Counter:
-        child = self._requests.get((outcome, code))
-        if child is None:
-            m = self._metrics
-            child = self._requests[outcome, code] = m.requests.labels(
-                m.protocol, self.kind, outcome, code
-            )
-        return child
-
-    def duration(self, outcome: str) -> Histogram:
-        child = self._durations.get(outcome)
-        if child is None:
-            m = self._metrics
-            child = self._durations[outcome] = m.duration.labels(m.protocol, self.kind, outcome)
-        return child
+    def apply(self, batch: list[tuple[Any, ...]]) -> None:
+        """Record a batch of queued starts ``(self,)`` and finished calls (see Call.finish)."""
+        m, p, k = self._metrics, self._metrics.protocol, self.kind
+        codes: collections.Counter[tuple[str, str]] = collections.Counter()
+        durations: dict[str, list[float]] = {}
+        firsts: list[float] = []
+        bytes_in: list[float] = []
+        bytes_out: list[float] = []
+        started = messages_in = messages_out = 0
+        for record in batch:
+            if len(record) == 1:
+                started += 1
+                continue
+            _, outcome, code, duration, first, n_in, n_out, msgs_in, msgs_out = record
+            codes[outcome, code] += 1
+            durations.setdefault(outcome, []).append(duration)
+            if first is not None:
+                firsts.append(first)
+            bytes_in.append(n_in)
+            bytes_out.append(n_out)
+            messages_in += msgs_in
+            messages_out += msgs_out
+        if started != len(bytes_in):
+            self.in_flight.inc(started - len(bytes_in))
+        for (outcome, code), count in codes.items():
+            m.requests.labels(p, k, outcome, code).inc(count)
+        for outcome, values in durations.items():
+            _observe_many(m.duration.labels(p, k, outcome), values)
+        if firsts and self.first_message is not None:
+            _observe_many(self.first_message, firsts)
+        if bytes_in:
+            _observe_many(self.request_bytes, bytes_in)
+            _observe_many(self.response_bytes, bytes_out)
+        if messages_in:
+            self.messages_received.inc(messages_in)
+        if messages_out:
+            self.messages_sent.inc(messages_out)
 
 
 @dataclass(slots=True)
@@ -271,19 +347,27 @@ class Call:
         self.messages_out += messages
 
     def finish(self, outcome: str, code: str) -> None:
-        """Record the call; a second call is ignored so error paths cannot double count."""
+        """Record the call; a second call is ignored so error paths cannot double count.
+
+        The record is queued, not applied: a deque append instead of eight lock round trips
+        per call, and the instruments are brought up to date in batches (ServerMetrics.flush).
+        """
         if self.finished:
             return
         self.finished = True
-        b = self.bound
-        b.in_flight.dec()
-        b.requests(outcome, code).inc()
-        b.duration(outcome).observe(time.perf_counter() - self.started)
-        if b.first_message is not None and self.first_sent is not None:
-            b.first_message.observe(self.first_sent - self.started)
-        b.request_bytes.observe(self.bytes_in)
-        b.response_bytes.observe(self.bytes_out)
-        if self.messages_in:
-            b.messages_received.inc(self.messages_in)
-        if self.messages_out:
-            b.messages_sent.inc(self.messages_out)
+        now = time.perf_counter()
+        first = None if self.first_sent is None else self.first_sent - self.started
+        queue = self.metrics._queue
+        queue.append(
+            (
+                self.bound,
+                outcome,
+                code,
+                now - self.started,
+                first,
+                self.bytes_in,
+                self.bytes_out,
+                self.messages_in,
+                self.messages_out,
+            )
+        )

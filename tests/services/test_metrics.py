@@ -1,0 +1,70 @@
+"""The batched recording in wirelab.metrics gives exactly what per-call recording would."""
+
+from __future__ import annotations
+
+import random
+import threading
+
+from prometheus_client import CollectorRegistry, Histogram, generate_latest
+from wirelab import metrics
+from wirelab.metrics import DURATION_BUCKETS, ServerMetrics
+
+from tests.services.conftest import requests, value
+
+
+def test_observe_many_matches_observe() -> None:
+    registry = CollectorRegistry()
+    one = Histogram("one", "h", buckets=DURATION_BUCKETS, registry=registry)
+    many = Histogram("many", "h", buckets=DURATION_BUCKETS, registry=registry)
+    rng = random.Random(7)
+    # Values on, between and beyond the bucket bounds, including +Inf territory.
+    values = [*DURATION_BUCKETS, 0.0, 1e6, *(rng.uniform(0, 400) ** 2 / 1e3 for _ in range(500))]
+    for v in values:
+        one.observe(v)
+    metrics._observe_many(many, values)
+    exposed = generate_latest(registry).decode().splitlines()
+    ones = [ln.split(" ", 1) for ln in exposed if ln.startswith("one_") and "_created" not in ln]
+    manys = [ln.split(" ", 1) for ln in exposed if ln.startswith("many_") and "_created" not in ln]
+    assert [(n[3:], v) for n, v in ones] == [(n[4:], v) for n, v in manys]
+
+
+def test_queued_calls_are_visible_at_every_collection() -> None:
+    registry = CollectorRegistry()
+    m = ServerMetrics("grpc", registry, "aio")
+    open_call = m.start("bidi")
+    for i in range(10):
+        call = m.start("unary")
+        call.received(10)
+        call.sent(20 + i)
+        call.finish("ok", "OK")
+    labels = {"protocol": "grpc", "kind": "unary"}
+    assert requests(registry, "grpc", "unary", "ok", "OK") == 10
+    assert value(registry, "wirelab_server_response_bytes_sum", **labels) == sum(range(20, 30))
+    assert value(registry, "wirelab_server_requests_in_flight", protocol="grpc", kind="bidi") == 1
+    open_call.sent(5)
+    open_call.finish("cancelled", "CANCELLED")
+    open_call.finish("ok", "OK")  # ignored: a call is recorded once
+    assert value(registry, "wirelab_server_requests_in_flight", protocol="grpc", kind="bidi") == 0
+    first = "wirelab_server_time_to_first_message_seconds_count"
+    assert value(registry, first, protocol="grpc", kind="bidi") == 1
+    assert requests(registry, "grpc", "bidi", "cancelled", "CANCELLED") == 1
+
+
+def test_many_threads_lose_no_call() -> None:
+    registry = CollectorRegistry()
+    m = ServerMetrics("rest", registry, "sync")
+    per_thread = metrics.FLUSH_EVERY  # enough to trigger flushes while others append
+
+    def work() -> None:
+        for _ in range(per_thread):
+            m.start("download").finish("ok", "200")
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert requests(registry, "rest", "download", "ok", "200") == 4 * per_thread
+    assert (
+        value(registry, "wirelab_server_requests_in_flight", protocol="rest", kind="download") == 0
+    )
