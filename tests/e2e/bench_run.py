@@ -16,7 +16,7 @@ FAULT_LOCUST_ARGS = "--call-timeout 3"
 
 def bench_command(lab: Lab, scenario: str, *extra: str) -> list[str]:
     """`docker compose run` of the bench service with `scenario` (a name or a path inside it)."""
-    compose = ["docker", "compose", "-p", lab.project, "-f", str(REPO / "compose.yaml")]
+    compose = ["docker", "compose", "-p", lab.project]
     return [*compose, "--profile", "bench", "run", "--rm", "-T", *extra, "bench", scenario]
 
 

@@ -70,7 +70,7 @@ class Lab:
     def compose(
         self, *args: str, timeout: float, check: bool = True
     ) -> subprocess.CompletedProcess[str]:
-        command = ["docker", "compose", "-p", self.project, "-f", str(REPO / "compose.yaml")]
+        command = ["docker", "compose", "-p", self.project]
         done = subprocess.run(
             [*command, *args], cwd=REPO, env=self.env, capture_output=True, text=True,
             timeout=timeout,

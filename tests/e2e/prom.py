@@ -31,6 +31,20 @@ class Prometheus:
         """{label value: sample value} of an instant vector grouped by one label."""
         return {r["metric"].get(by, ""): float(r["value"][1]) for r in self.query(expr)}
 
+    def by_protocol_kind(self, expr: str) -> dict[tuple[str, str], float]:
+        """{(protocol, kind): value} of an instant vector with those two labels."""
+        return {
+            (r["metric"]["protocol"], r["metric"]["kind"]): float(r["value"][1])
+            for r in self.query(expr)
+        }
+
+    def request_totals(self) -> dict[str, dict[tuple[str, str], float]]:
+        """Requests so far per (protocol, kind), as Locust ("client") and the services count."""
+        return {
+            side: self.by_protocol_kind(f"sum by (protocol, kind) (wirelab_{side}_requests_total)")
+            for side in ("client", "server")
+        }
+
     def targets(self) -> list[dict[str, Any]]:
         active: list[dict[str, Any]] = self._get("/api/v1/targets")["activeTargets"]
         return active

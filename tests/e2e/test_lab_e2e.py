@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -13,13 +15,13 @@ from wirelab.metrics import KINDS_BY_PROTOCOL
 from tests.config.queries import REPO, all_queries
 from tests.e2e.bench_run import FAULT_LOCUST_ARGS, bench_command, new_run, run_bench
 from tests.e2e.lab import Lab, wait_for
+from tests.e2e.load import MIXED_USERS, Load
 from tests.e2e.prom import Prometheus
-from tests.e2e.swarm import LocustMaster
 
 pytestmark = pytest.mark.e2e
 
 
-def test_every_target_is_up(load: LocustMaster, prometheus: Prometheus) -> None:
+def test_every_target_is_up(load: Load, prometheus: Prometheus) -> None:
     def all_up() -> list[str] | None:
         targets = prometheus.targets()
         down = [f"{t['labels']['job']}: {t['lastError']}" for t in targets if t["health"] != "up"]
@@ -29,7 +31,7 @@ def test_every_target_is_up(load: LocustMaster, prometheus: Prometheus) -> None:
     assert set(jobs) >= {"rest", "grpc", "locust", "cadvisor", "node-exporter", "prometheus"}
 
 
-def test_every_query_returns_data(load: LocustMaster, prometheus: Prometheus) -> None:
+def test_every_query_returns_data(load: Load, prometheus: Prometheus) -> None:
     """Dashboards, recording/alert rules and the runner's exports, as Grafana would send them.
     Recording rules need an evaluation after two scrapes in their window: re-checked for 70 s
     while the mixed load runs."""
@@ -48,7 +50,7 @@ def test_every_query_returns_data(load: LocustMaster, prometheus: Prometheus) ->
 
 
 def test_cadvisor_reports_each_service_container(
-    lab: Lab, load: LocustMaster, prometheus: Prometheus
+    lab: Lab, load: Load, prometheus: Prometheus
 ) -> None:
     service = "container_label_com_docker_compose_service"
     labels = f'container_label_com_docker_compose_project="{lab.project}"'
@@ -69,28 +71,25 @@ def test_cadvisor_reports_each_service_container(
     assert all(busy.get(s, 0) > 0 for s in ("rest", "grpc")), f"services under load idle: {busy}"
 
 
-def test_client_and_server_counts_agree(load: LocustMaster, prometheus: Prometheus) -> None:
-    load.stop()
+def test_client_and_server_counts_agree(load: Load, prometheus: Prometheus) -> None:
+    """Over the mixed phase (the 64 MiB runs are standalone, so only the servers saw them)."""
+    load.master.stop()
     # A few 1 s scrapes after the stop so both counters hold their final values.
     time.sleep(4)
-    expr = "sum by (protocol, kind) ({}_requests_total)"
-    client = {
-        (r["metric"]["protocol"], r["metric"]["kind"]): float(r["value"][1])
-        for r in prometheus.query(expr.format("wirelab_client"))
-    }
-    server = {
-        (r["metric"]["protocol"], r["metric"]["kind"]): float(r["value"][1])
-        for r in prometheus.query(expr.format("wirelab_server"))
-    }
+    now = prometheus.request_totals()
     for protocol, kinds in KINDS_BY_PROTOCOL.items():
         for kind in kinds:
-            c, s = client.get((protocol, kind), 0.0), server.get((protocol, kind), 0.0)
+            key = (protocol, kind)
+            c, s = (now[side].get(key, 0.0) - load.baseline[side].get(key, 0.0)
+                    for side in ("client", "server"))  # fmt: skip
             assert c > 0, f"{protocol}/{kind}: the client made no calls"
             # Calls cut off by the stop may be counted on one side only: at most one per user.
-            assert abs(c - s) <= max(8, 0.02 * s), f"{protocol}/{kind}: client {c} vs server {s}"
+            assert abs(c - s) <= max(MIXED_USERS, 0.02 * s), (
+                f"{protocol}/{kind}: client {c} vs server {s}"
+            )
 
 
-def test_bench_smoke_scenario_against_the_lab(lab: Lab) -> None:
+def test_bench_smoke_scenario_then_the_report_notebook(lab: Lab, tmp_path: Path) -> None:
     before = set(lab.results.iterdir())
     done = run_bench(lab, "smoke", timeout=420)
     assert done.returncode == 0, f"wirelab bench smoke exited {done.returncode}:\n{done.stderr}"
@@ -99,6 +98,18 @@ def test_bench_smoke_scenario_against_the_lab(lab: Lab) -> None:
     tidy = pd.read_csv(run_dir / "tidy.csv")
     assert len(tidy) == manifest["cells_planned"] == len(manifest["cells_done"])
     assert (tidy["errors"] == 0).all(), tidy[tidy["errors"] > 0].to_string()
+    # docs/bench.md: `wirelab report <folder>` executes notebooks/report.py on it.
+    report = subprocess.run(
+        [sys.executable, "-m", "wirelab_bench.cli", "report", str(run_dir),
+         "--output-dir", str(tmp_path)],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert report.returncode == 0, f"wirelab report failed:\n{report.stderr[-4000:]}"
+    notebook = json.loads((tmp_path / "report.ipynb").read_text())
+    errors = [o for c in notebook["cells"] for o in c.get("outputs", [])
+              if o.get("output_type") == "error"]  # fmt: skip
+    assert not errors, errors
+    assert (tmp_path / "report.html").stat().st_size > 0
 
 
 def _restarts(container: str) -> int:
