@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 
 import grpc
@@ -10,7 +11,7 @@ from wirelab.v1 import wirelab_pb2 as pb
 from wirelab.v1 import wirelab_pb2_grpc as pb_grpc
 from wirelab_locust.content import order
 
-from locust import FastHttpUser, User, task
+from locust import FastHttpUser, User, constant, constant_throughput, task
 
 # Locust's gRPC example: patch grpcio for gevent before any channel exists.
 grpc_gevent.init_gevent()
@@ -23,8 +24,15 @@ REQUEST = pb.OrderRequest(
 )
 
 
+# Task runs per second per user, for the cross-check at a fixed offered load; unset = no wait.
+PACE = float(os.environ.get("WIRELAB_BASELINE_PACE", "0"))
+WAIT = constant_throughput(PACE) if PACE > 0 else constant(0)
+
+
 class BareRest(FastHttpUser):
     """Locust's FastHttpUser as documented: self.client.post, Locust times and names it."""
+
+    wait_time = WAIT
 
     @task
     def unary(self) -> None:
@@ -33,6 +41,8 @@ class BareRest(FastHttpUser):
 
 class BareGrpc(User):
     """Locust's gRPC example: one channel per user (-H is the target), an event per call."""
+
+    wait_time = WAIT
 
     def on_start(self) -> None:
         self.channel = grpc.insecure_channel(str(self.host))

@@ -26,9 +26,11 @@ from wirelab_bench.locust_overhead import (
     LAB_LOCUSTFILE,
     REPO,
     Lab,
+    arm_args,
     exit_on_sigterm,
     knob_parser,
     pinned,
+    run_locust,
     services,
 )
 from wirelab_bench.scrape import scrape
@@ -173,6 +175,15 @@ def locust(protocol: str, lab: Lab, rate: float, users: int, seconds: int) -> Fi
     )
 
 
+def locust_bare(protocol: str, lab: Lab, rate: float, users: int, seconds: int) -> Figures:
+    """Bare Locust users (no lab glue) paced the same way: tells the lab's wrapper apart from
+    what a Python/gevent client costs by itself."""
+    pace = {"WIRELAB_BASELINE_PACE": f"{rate / users:g}"}
+    r = run_locust(arm_args("bare", protocol, lab, users), seconds, env=pace)
+    note = f"Locust's own median, whole ms; {r.failures} failures"
+    return Figures("bare", r.rps, r.median_ms, r.mean_ms, note)
+
+
 def _wait_stopped(url: str, timeout: float) -> dict[str, Any]:
     deadline, started = time.monotonic() + timeout, False
     while time.monotonic() < deadline:
@@ -202,10 +213,12 @@ def main(argv: list[str] | None = None) -> int:
         "grpc": {
             "ghz": lambda lab: ghz(args.ghz, lab, rate, conns, seconds),
             "locust": lambda lab: locust("grpc", lab, rate, conns, seconds),
+            "bare": lambda lab: locust_bare("grpc", lab, rate, conns, seconds),
         },
         "rest": {
             "wrk": lambda lab: wrk(lab, rate, conns, seconds),
             "locust": lambda lab: locust("rest", lab, rate, conns, seconds),
+            "bare": lambda lab: locust_bare("rest", lab, rate, conns, seconds),
         },
     }
     print(f"offered load {rate:g}/s over {conns} connections, {seconds} s per run; ProcessOrder")
@@ -214,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
         for protocol, pair in tools.items():
             medians: dict[str, list[float]] = {name: [] for name in pair}
             for round_ in range(args.rounds):
-                # Alternate the order (ABBA...) so drift on a shared machine hits both tools alike.
+                # Reverse the order every other round so drift on a shared machine hits all alike.
                 for name in list(pair) if round_ % 2 == 0 else list(pair)[::-1]:
                     f = pair[name](lab)
                     medians[name].append(f.median_ms)
@@ -223,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
                         f"  median {f.median_ms:6.3f} ms  mean {f.mean_ms:6.3f} ms  {f.note}",
                         flush=True,
                     )
-            reference = next(name for name in pair if name != "locust")
+            reference = next(iter(pair))
             ratio = statistics.median(medians["locust"]) / statistics.median(medians[reference])
             ratios[protocol] = (reference, ratio)
     for protocol, (reference, ratio) in ratios.items():

@@ -85,9 +85,13 @@ class Result:
     failures: int
     rps: float
     cpu_seconds: float
+    median_ms: float  # Locust's own: whole milliseconds below 100 ms
+    mean_ms: float
 
 
-def run_locust(args: list[str], seconds: float, cpu: int = CLIENT_CPU) -> Result:
+def run_locust(
+    args: list[str], seconds: float, cpu: int = CLIENT_CPU, env: dict[str, str] | None = None
+) -> Result:
     """Headless Locust for ``seconds`` pinned to ``cpu``; counts from its CSV, CPU from rusage."""
     with tempfile.TemporaryDirectory() as tmp:
         prefix = Path(tmp) / "run"
@@ -103,7 +107,14 @@ def run_locust(args: list[str], seconds: float, cpu: int = CLIENT_CPU) -> Result
         cmd += ["--csv", str(prefix), "--exit-code-on-error", "0", "--loglevel", "ERROR", *args]
         log = Path(tmp) / "locust.log"
         with log.open("wb") as out:
-            proc = subprocess.Popen(cmd, cwd=tmp, preexec_fn=pinned(cpu), stdout=out, stderr=out)
+            proc = subprocess.Popen(
+                cmd,
+                cwd=tmp,
+                preexec_fn=pinned(cpu),
+                stdout=out,
+                stderr=out,
+                env={**os.environ, **(env or {})},
+            )
             # wait4 gives the child's own CPU time (rusage), which Popen.wait does not.
             _, status, usage = os.wait4(proc.pid, 0)
         if os.waitstatus_to_exitcode(status) != 0:
@@ -115,6 +126,8 @@ def run_locust(args: list[str], seconds: float, cpu: int = CLIENT_CPU) -> Result
         int(row["Failure Count"]),
         float(row["Requests/s"]),
         usage.ru_utime + usage.ru_stime,
+        float(row["Median Response Time"]),
+        float(row["Average Response Time"]),
     )
 
 
