@@ -12,10 +12,11 @@ from typing import Any
 
 import httpx
 
-from wirelab_bench.histo import Key, Snapshot, buckets, delta
+from wirelab_bench.histo import Snapshot, buckets, delta
 from wirelab_bench.load import LocustProcess, Target, locust_command, wait_started
+from wirelab_bench.peaks import SAMPLED, Peaks
 from wirelab_bench.prom import Prometheus
-from wirelab_bench.promql import EXPORTS, GAUGES, RATE_PEAKS, aggregate
+from wirelab_bench.promql import EXPORTS, aggregate
 from wirelab_bench.results import write_json
 from wirelab_bench.scenario import Cell
 from wirelab_bench.scrape import scrape
@@ -71,6 +72,13 @@ def measure(
     (run_dir / "locust" / f"{cell.cell_id}.cmd").write_text(shlex.join(cmd) + "\n")
     server_url = lab.server_urls.get(cell.protocol)
     proc = LocustProcess(cmd, run_dir / "locust" / f"{cell.cell_id}.log")
+    peaks = Peaks()
+
+    def sample() -> None:
+        if server_url:
+            peaks.add(_snap(server_url, cell.protocol, tuple(n for n in SERVER if n in SAMPLED)))
+        peaks.add(_snap(client_url, "locust", tuple(n for n in CLIENT if n in SAMPLED)))
+
     try:
         tick("starting Locust", g.warmup_s + g.duration_s)
         wait_started(proc, client_url, timeout=60)
@@ -78,13 +86,20 @@ def measure(
         server0 = _snap(server_url, cell.protocol, SERVER) if server_url else None
         client0 = _snap(client_url, "locust", CLIENT)
         cpu0, t0 = proc.cpu_seconds(), time.time()
-        peaks = _wait(proc, "measure", g.duration_s, tick, server_url, cell.protocol, client_url)
+        peaks.add(server0)
+        peaks.add(client0)
+        _wait(proc, "measure", g.duration_s, tick, sample)
         server1 = _snap(server_url, cell.protocol, SERVER) if server_url else None
         client1 = _snap(client_url, "locust", CLIENT)
         cpu1, t1 = proc.cpu_seconds(), time.time()
+        # The window's ends count as samples too: a window shorter than two ticks still has
+        # one CPU rate (its average), never none.
+        peaks.add(server1)
+        peaks.add(client1)
     finally:
         proc.stop()
-    window = Window(cell, t0, t1 - t0, peaks=peaks, generator_cpu_ratio=(cpu1 - cpu0) / (t1 - t0))
+    ratio = (cpu1 - cpu0) / (t1 - t0)
+    window = Window(cell, t0, t1 - t0, peaks=peaks.values, generator_cpu_ratio=ratio)
     if server0 is not None and server1 is not None:
         window.server, window.sources["server"] = delta(server0, server1), "scrape"
     elif server_url:
@@ -106,34 +121,17 @@ def _wait(
     phase: str,
     seconds: float,
     tick: Ticker,
-    server_url: str | None = None,
-    protocol: str = "",
-    client_url: str | None = None,
-) -> Snapshot:
-    """Sleep through a phase in ticks; when URLs are given, keep each gauge's peak value and
-    the peak rate of each CPU counter between ticks (the studies quote maximum CPU)."""
-    peaks: Snapshot = {}
-    last: dict[Key, tuple[float, float]] = {}
+    sample: Callable[[], None] | None = None,
+) -> None:
+    """Sleep through a phase in ticks, checking Locust is alive and sampling if asked."""
     end = time.monotonic() + seconds
     while (left := end - time.monotonic()) > 0:
         tick(phase, left)
         if proc is not None and not proc.alive():
             raise RuntimeError(f"Locust exited during {phase} (code {proc.proc.returncode})")
-        for url, job, names in ((server_url, protocol, SERVER), (client_url, "locust", CLIENT)):
-            wanted = tuple(n for n in names if n in GAUGES or n in RATE_PEAKS)
-            snap = _snap(url, job, wanted) if url else None
-            now = time.monotonic()
-            for k, v in (snap or {}).items():
-                if k[0] in RATE_PEAKS:
-                    if k in last and now > last[k][0]:
-                        rate = (v - last[k][1]) / (now - last[k][0])
-                        rk = (RATE_PEAKS[k[0]], k[1])
-                        peaks[rk] = max(peaks.get(rk, rate), rate)
-                    last[k] = (now, v)
-                else:
-                    peaks[k] = max(peaks.get(k, v), v)
+        if sample is not None:
+            sample()
         time.sleep(min(TICK_S, max(0.0, end - time.monotonic())))
-    return peaks
 
 
 def _from_prometheus(w: Window, prom: Prometheus, run_dir: Path, step: float) -> None:

@@ -6,6 +6,7 @@ import math
 
 import pytest
 from wirelab_bench.histo import buckets, delta, key, quantile, total
+from wirelab_bench.peaks import Peaks
 
 
 def _snap(
@@ -57,3 +58,16 @@ def test_total_and_buckets_sum_over_unmatched_labels() -> None:
     assert buckets(snap, "h", kind="a") == [(0.1, 4.0), (math.inf, 6.0)]
     assert total(snap, "h_bucket", kind="a", outcome="ok") == 3.0
     assert total(snap, "h_bucket", kind="b") == 0.0
+
+
+def test_peaks_keep_highest_gauge_and_fastest_cpu_rate() -> None:
+    cpu = key("server_cpu_seconds", {"job": "rest"})
+    rss = key("server_resident_memory", {"job": "rest"})
+    peaks = Peaks()
+    peaks.add({cpu: 10.0, rss: 5.0}, now=0.0)
+    peaks.add({cpu: 10.5, rss: 9.0}, now=1.0)  # 0.5 core
+    peaks.add({cpu: 12.0, rss: 7.0}, now=2.0)  # 1.5 cores
+    peaks.add(None)
+    assert peaks.values[rss] == 9.0
+    assert peaks.values[("server_cpu_peak_rate", cpu[1])] == pytest.approx(1.5)
+    assert cpu not in peaks.values

@@ -30,7 +30,7 @@ payload_sizes = [2048]
 
 def test_crashed_service_marks_the_run_incomplete(tmp_path: Path) -> None:
     scenario = tmp_path / "crash.toml"
-    scenario.write_text(SCENARIO.format(duration=2, kinds='["unary"]'))
+    scenario.write_text(SCENARIO.format(duration=2, kinds='["unary", "download"]'))
     results = tmp_path / "results"
     with running_services(tmp_path) as lab:
         args = [*lab.args(results), "--health-timeout-s", "3", "--progress", "off"]

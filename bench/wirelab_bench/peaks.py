@@ -1,0 +1,36 @@
+"""Peaks inside a window: the highest gauge values and the fastest rate of each CPU counter."""
+
+from __future__ import annotations
+
+import time
+
+from wirelab_bench.histo import Key, Snapshot
+from wirelab_bench.promql import GAUGES, RATE_PEAKS
+
+# What a sample between the window's ends needs to scrape: nothing else is read from it.
+SAMPLED = frozenset(GAUGES | set(RATE_PEAKS))
+
+
+class Peaks:
+    """Fed with snapshots in time order (window start, each tick, window end)."""
+
+    def __init__(self) -> None:
+        self.values: Snapshot = {}
+        self._last: dict[Key, tuple[float, float]] = {}
+
+    def add(self, snap: Snapshot | None, now: float | None = None) -> None:
+        if snap is None:
+            return
+        now = time.monotonic() if now is None else now
+        for k, v in snap.items():
+            name, labels = k
+            if name in GAUGES:
+                self._keep((name, labels), v)
+            elif name in RATE_PEAKS:
+                before = self._last.get(k)
+                if before is not None and now > before[0]:
+                    self._keep((RATE_PEAKS[name], labels), (v - before[1]) / (now - before[0]))
+                self._last[k] = (now, v)
+
+    def _keep(self, k: Key, v: float) -> None:
+        self.values[k] = max(self.values.get(k, v), v)
