@@ -10,7 +10,7 @@ from pathlib import Path
 from wirelab_bench import knobs as knob_table
 from wirelab_bench.report import NOTEBOOK, render, resolve_run
 from wirelab_bench.runner import EXIT_USAGE, run
-from wirelab_bench.scenario import ScenarioError, load_scenario, resolve
+from wirelab_bench.scenario_file import ScenarioError, load_scenario, resolve
 
 EPILOG = """exit codes:
   0  every cell measured and within its gates

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from wirelab_bench.cli import main
 from wirelab_bench.knobs import KNOBS, REPO, env_name, flag
-from wirelab_bench.scenario import ScenarioError, load_scenario, resolve
+from wirelab_bench.scenario_file import ScenarioError, load_scenario, resolve
 
 SCENARIOS = REPO / "scenarios"
 

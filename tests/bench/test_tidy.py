@@ -12,7 +12,8 @@ from wirelab.metrics import ServerMetrics
 from wirelab_bench.histo import delta
 from wirelab_bench.promql import EXPORT_QUERIES, EXPORTS, aggregate
 from wirelab_bench.results import new_run_dir, write_tables
-from wirelab_bench.scenario import Gates, load_scenario
+from wirelab_bench.scenario import Gates
+from wirelab_bench.scenario_file import load_scenario
 from wirelab_bench.scrape import parse
 from wirelab_bench.tidy import Window, build_row
 

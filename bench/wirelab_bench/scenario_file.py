@@ -1,0 +1,180 @@
+"""Scenario files (scenarios/*.toml): parsing and validation with errors that name the key."""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from wirelab.metrics import PROTOCOLS
+
+from wirelab_bench.scenario import ALL_KINDS, Gates, Group, Load, Scenario
+
+
+class ScenarioError(ValueError):
+    """A scenario file that cannot be run; the message names the file and the key."""
+
+
+_GROUP_KEYS = {
+    "name": str,
+    "kinds": list,
+    "protocols": list,
+    "loads": list,
+    "payload_sizes": list,
+    "warmup_s": (int, float),
+    "duration_s": (int, float),
+    "cooldown_s": (int, float),
+    "failure_threshold_ms": (int, float),
+    "stream_count": int,
+    "stream_interval_ms": int,
+    "work_ms": int,
+}
+_TOP_KEYS = {"description": str, "repetitions": int, "groups": list, "gates": dict, **_GROUP_KEYS}
+_DEFAULTS: dict[str, Any] = {
+    "name": "main",
+    "protocols": list(PROTOCOLS),
+    "payload_sizes": [1024],
+    "warmup_s": 5,
+    "duration_s": 30,
+    "cooldown_s": 2,
+    "failure_threshold_ms": 0,
+    "stream_count": 100,
+    "stream_interval_ms": 0,
+    "work_ms": 0,
+}
+
+
+def load_scenario(path: Path) -> Scenario:
+    """Read and validate ``path``; every problem raises :class:`ScenarioError` naming the key."""
+    try:
+        data = tomllib.loads(path.read_text())
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ScenarioError(f"{path}: cannot read scenario: {exc}") from exc
+    return parse_scenario(data, path)
+
+
+def parse_scenario(data: dict[str, Any], path: Path) -> Scenario:
+    where = str(path)
+    _check_keys(data, _TOP_KEYS, where)
+    base = {**_DEFAULTS, **{k: v for k, v in data.items() if k in _GROUP_KEYS}}
+    raw_groups = data.get("groups") or [{}]
+    groups = []
+    for i, raw in enumerate(raw_groups):
+        at = f"{where}: groups[{i}]" if "groups" in data else where
+        if not isinstance(raw, dict):
+            raise ScenarioError(f"{at}: must be a table")
+        _check_keys(raw, _GROUP_KEYS, at)
+        merged = {**base, **raw}
+        if "groups" in data and "name" not in raw:
+            merged["name"] = f"g{i}"
+        groups.append(_group(merged, at))
+    names = [g.name for g in groups]
+    if len(set(names)) != len(names):
+        raise ScenarioError(f"{where}: group names must be unique, got {names}")
+    reps = data.get("repetitions", 1)
+    if reps < 1:
+        raise ScenarioError(f"{where}: repetitions must be >= 1, got {reps}")
+    return Scenario(
+        name=path.stem,
+        description=data.get("description", ""),
+        path=path,
+        repetitions=reps,
+        groups=tuple(groups),
+        gates=_gates(data.get("gates", {}), f"{where}: [gates]"),
+    )
+
+
+def _check_keys(data: dict[str, Any], allowed: dict[str, Any], where: str) -> None:
+    for key, value in data.items():
+        if key not in allowed:
+            raise ScenarioError(f"{where}: unknown key {key!r} (allowed: {', '.join(allowed)})")
+        if not isinstance(value, allowed[key]) or isinstance(value, bool):
+            raise ScenarioError(f"{where}: {key} has the wrong type ({type(value).__name__})")
+
+
+def _group(m: dict[str, Any], at: str) -> Group:
+    if "kinds" not in m:
+        raise ScenarioError(f"{at}: missing key 'kinds' (any of {', '.join(ALL_KINDS)})")
+    if "loads" not in m:
+        raise ScenarioError(f"{at}: missing key 'loads' (e.g. loads = [{{users = 10}}])")
+    kinds = _choices(m["kinds"], ALL_KINDS, "kinds", at)
+    protocols = _choices(m["protocols"], PROTOCOLS, "protocols", at)
+    sizes = m["payload_sizes"]
+    if not sizes or not all(isinstance(s, int) and s > 0 for s in sizes):
+        raise ScenarioError(f"{at}: payload_sizes must be a non-empty list of positive integers")
+    for key in ("warmup_s", "cooldown_s", "failure_threshold_ms", "stream_interval_ms", "work_ms"):
+        if m[key] < 0:
+            raise ScenarioError(f"{at}: {key} must be >= 0, got {m[key]}")
+    if m["duration_s"] <= 0:
+        raise ScenarioError(f"{at}: duration_s must be > 0, got {m['duration_s']}")
+    if m["stream_count"] < 1:
+        raise ScenarioError(f"{at}: stream_count must be >= 1, got {m['stream_count']}")
+    loads = tuple(_load(raw, f"{at}: loads[{i}]") for i, raw in enumerate(m["loads"]))
+    if not loads:
+        raise ScenarioError(f"{at}: loads must not be empty")
+    labels = [ld.label for ld in loads]
+    if len(set(labels)) != len(labels):
+        raise ScenarioError(f"{at}: load labels must be unique, got {labels}")
+    return Group(
+        name=m["name"],
+        kinds=kinds,
+        protocols=protocols,
+        loads=loads,
+        payload_sizes=tuple(sizes),
+        warmup_s=float(m["warmup_s"]),
+        duration_s=float(m["duration_s"]),
+        cooldown_s=float(m["cooldown_s"]),
+        failure_threshold_ms=float(m["failure_threshold_ms"]),
+        stream_count=m["stream_count"],
+        stream_interval_ms=m["stream_interval_ms"],
+        work_ms=m["work_ms"],
+    )
+
+
+def _choices(values: list[Any], allowed: tuple[str, ...], key: str, at: str) -> tuple[str, ...]:
+    if not values:
+        raise ScenarioError(f"{at}: {key} must not be empty")
+    for v in values:
+        if v not in allowed:
+            raise ScenarioError(f"{at}: unknown {key} value {v!r} (allowed: {', '.join(allowed)})")
+    return tuple(dict.fromkeys(values))
+
+
+def _load(raw: Any, at: str) -> Load:
+    if not isinstance(raw, dict):
+        raise ScenarioError(f"{at}: must be a table like {{users = 10, spawn_rate = 5}}")
+    _check_keys(
+        raw, {"label": str, "users": int, "spawn_rate": (int, float), "rate": (int, float)}, at
+    )
+    users = raw.get("users")
+    if not isinstance(users, int) or users < 1:
+        raise ScenarioError(f"{at}: users must be an integer >= 1")
+    spawn_rate = float(raw.get("spawn_rate", users))
+    rate = raw.get("rate")
+    if spawn_rate <= 0 or (rate is not None and rate <= 0):
+        raise ScenarioError(f"{at}: spawn_rate and rate must be > 0")
+    default_label = f"u{users}" if rate is None else f"u{users}r{rate:g}"
+    return Load(raw.get("label", default_label), users, spawn_rate, rate)
+
+
+def _gates(raw: dict[str, Any], at: str) -> Gates:
+    _check_keys(raw, {"max_error_ratio": (int, float), "max_p99_ms": (int, float)}, at)
+    gates = replace(Gates(), **raw)
+    if not 0 <= gates.max_error_ratio <= 1:
+        raise ScenarioError(f"{at}: max_error_ratio must be within 0..1")
+    if gates.max_p99_ms is not None and gates.max_p99_ms <= 0:
+        raise ScenarioError(f"{at}: max_p99_ms must be > 0")
+    return gates
+
+
+def resolve(name_or_path: str, scenarios_dir: Path) -> Path:
+    """A scenario name (``smoke``) maps to scenarios/<name>.toml; anything else is a path."""
+    direct = Path(name_or_path)
+    if direct.suffix == ".toml" or direct.exists():
+        return direct
+    candidate = scenarios_dir / f"{name_or_path}.toml"
+    if not candidate.exists():
+        known = sorted(p.stem for p in scenarios_dir.glob("*.toml"))
+        raise ScenarioError(f"no scenario {name_or_path!r} in {scenarios_dir} (known: {known})")
+    return candidate
