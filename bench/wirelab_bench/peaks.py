@@ -7,6 +7,9 @@ import time
 from wirelab_bench.histo import Key, Snapshot
 from wirelab_bench.promql import GAUGES, RATE_PEAKS
 
+# Rates over shorter intervals are mostly scrape jitter (the counter is read when the server
+# answers, the clock when the answer arrives), so samples closer than this are not paired.
+MIN_INTERVAL_S = 0.8
 # What a sample between the window's ends needs to scrape: nothing else is read from it.
 SAMPLED = frozenset(GAUGES | set(RATE_PEAKS))
 
@@ -28,7 +31,9 @@ class Peaks:
                 self._keep((name, labels), v)
             elif name in RATE_PEAKS:
                 before = self._last.get(k)
-                if before is not None and now > before[0]:
+                if before is not None and now - before[0] < MIN_INTERVAL_S:
+                    continue  # keep the older sample: it spans a long enough interval next time
+                if before is not None:
                     self._keep((RATE_PEAKS[name], labels), (v - before[1]) / (now - before[0]))
                 self._last[k] = (now, v)
 

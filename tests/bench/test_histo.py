@@ -67,6 +67,8 @@ def test_peaks_keep_highest_gauge_and_fastest_cpu_rate() -> None:
     peaks.add({cpu: 10.0, rss: 5.0}, now=0.0)
     peaks.add({cpu: 10.5, rss: 9.0}, now=1.0)  # 0.5 core
     peaks.add({cpu: 12.0, rss: 7.0}, now=2.0)  # 1.5 cores
+    peaks.add({cpu: 12.5, rss: 7.0}, now=2.1)  # too close to pair: 5 cores would be jitter
+    peaks.add({cpu: 13.0, rss: 7.0}, now=3.0)  # 1 core since t=2
     peaks.add(None)
     assert peaks.values[rss] == 9.0
     assert peaks.values[("server_cpu_peak_rate", cpu[1])] == pytest.approx(1.5)
