@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import bisect
 import collections
+import functools
 import threading
 import time
 from collections.abc import Iterable
@@ -215,13 +216,46 @@ class ServerMetrics:
             found = self._bound[kind] = KindInstruments(self, kind)
         return found
 
-    def start(self, kind: str) -> Call:
-        """Begin timing one call of ``kind``; finish it with :meth:`Call.finish`."""
+    def begin(self, kind: str) -> KindInstruments:
+        """Count one call of ``kind`` as started (in flight) and return its instruments; pair it
+        with exactly one :meth:`record`. :meth:`start` wraps both in a Call object."""
         bound = self.bound(kind)
         self._queue.append((bound,))
         if len(self._queue) >= FLUSH_EVERY:
             self.flush()
-        return Call(self, kind, time.perf_counter(), bound)
+        return bound
+
+    def record(
+        self,
+        bound: KindInstruments,
+        outcome: str,
+        code: str,
+        duration: float,
+        first_message: float | None,
+        bytes_in: int,
+        bytes_out: int,
+        messages_in: int,
+        messages_out: int,
+    ) -> None:
+        """Queue one finished call: a deque append instead of eight lock round trips; the
+        instruments are brought up to date in batches (:meth:`flush`)."""
+        self._queue.append(
+            (
+                bound,
+                outcome,
+                code,
+                duration,
+                first_message,
+                bytes_in,
+                bytes_out,
+                messages_in,
+                messages_out,
+            )
+        )
+
+    def start(self, kind: str) -> Call:
+        """Begin timing one call of ``kind``; finish it with :meth:`Call.finish`."""
+        return Call(self, kind, time.perf_counter(), self.begin(kind))
 
     def flush(self) -> None:
         """Apply the queued starts and finished calls to the instruments. Runs before every
@@ -260,9 +294,10 @@ def _observe_many(histogram: Histogram, values: list[float]) -> None:
     """``observe`` for a batch: one bucket increment per bucket touched instead of a lock pair
     per value. Mirrors Histogram.observe (first upper bound >= value, +Inf last); a unit test
     compares the two, as this reads prometheus_client internals (pinned in pyproject)."""
-    bounds = histogram._upper_bounds
     buckets = histogram._buckets
-    for index, count in collections.Counter(bisect.bisect_left(bounds, v) for v in values).items():
+    # map over a C partial: no Python frame per value.
+    where = functools.partial(bisect.bisect_left, histogram._upper_bounds)
+    for index, count in collections.Counter(map(where, values)).items():
         buckets[index].inc(count)
     histogram._sum.inc(sum(values))
 
@@ -347,27 +382,19 @@ class Call:
         self.messages_out += messages
 
     def finish(self, outcome: str, code: str) -> None:
-        """Record the call; a second call is ignored so error paths cannot double count.
-
-        The record is queued, not applied: a deque append instead of eight lock round trips
-        per call, and the instruments are brought up to date in batches (ServerMetrics.flush).
-        """
+        """Record the call; a second call is ignored so error paths cannot double count."""
         if self.finished:
             return
         self.finished = True
-        now = time.perf_counter()
         first = None if self.first_sent is None else self.first_sent - self.started
-        queue = self.metrics._queue
-        queue.append(
-            (
-                self.bound,
-                outcome,
-                code,
-                now - self.started,
-                first,
-                self.bytes_in,
-                self.bytes_out,
-                self.messages_in,
-                self.messages_out,
-            )
+        self.metrics.record(
+            self.bound,
+            outcome,
+            code,
+            time.perf_counter() - self.started,
+            first,
+            self.bytes_in,
+            self.bytes_out,
+            self.messages_in,
+            self.messages_out,
         )

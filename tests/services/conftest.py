@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+import asyncio
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,6 +50,18 @@ def requests(
         outcome=outcome,
         code=code,
     )
+
+
+async def settled(read: Callable[[], float], expected: float) -> float:
+    """``read()`` once it equals ``expected``, or its last value after 2 s. A gRPC abort sends the
+    status before the handler's exception reaches the interceptor, so a client can see the error
+    a moment before the server has recorded it."""
+    for _ in range(100):
+        got = read()
+        if got == expected:
+            return got
+        await asyncio.sleep(0.02)
+    return read()
 
 
 @pytest.fixture

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 from collections.abc import AsyncIterator, Iterable
 from typing import Any
@@ -15,7 +14,7 @@ from prometheus_client import CollectorRegistry
 from wirelab import core
 from wirelab.v1 import wirelab_pb2 as pb
 
-from tests.services.conftest import SMALL, GrpcTarget, requests, value
+from tests.services.conftest import SMALL, GrpcTarget, requests, settled, value
 
 ORDER = pb.OrderRequest(
     order=pb.Order(
@@ -31,6 +30,10 @@ ORDER = pb.OrderRequest(
     work_ms=1,
     count_words=True,
 )
+
+
+async def errors(registry: CollectorRegistry, kind: str, code: str) -> float:
+    return await settled(lambda: requests(registry, "grpc", kind, "client_error", code), 1)
 
 
 def labels(kind: str) -> dict[str, str]:
@@ -112,7 +115,7 @@ async def test_oversize_uploads(grpc_target: GrpcTarget, registry: CollectorRegi
     pieces = [pb.Chunk(data=b"x" * 4096)] * (SMALL.max_payload_bytes // 4096 + 2)
     status, _ = await _status(grpc_target.stub.UploadStream(_aiter(pieces)))
     assert status == grpc.StatusCode.RESOURCE_EXHAUSTED
-    assert requests(registry, "grpc", "upload_chunked", "client_error", status.name) == 1
+    assert await errors(registry, "upload_chunked", status.name) == 1
 
 
 async def test_download(grpc_target: GrpcTarget, registry: CollectorRegistry) -> None:
@@ -159,7 +162,7 @@ async def test_bad_requests(
 ) -> None:
     status, details = await _status(getattr(grpc_target.stub, method)(request_))
     assert status == code and details
-    assert requests(registry, "grpc", kind, "client_error", code.name) == 1
+    assert await errors(registry, kind, code.name) == 1
 
 
 async def test_pingpong(grpc_target: GrpcTarget, registry: CollectorRegistry) -> None:
@@ -175,14 +178,14 @@ async def test_oversize_ping(grpc_target: GrpcTarget, registry: CollectorRegistr
     pings = [pb.Ping(seq=1), pb.Ping(seq=2, payload=b"x" * (SMALL.max_message_bytes + 1))]
     status, details = await _status(grpc_target.stub.PingPong(_aiter(pings)))
     assert status == grpc.StatusCode.RESOURCE_EXHAUSTED and details
-    assert requests(registry, "grpc", "bidi", "client_error", "RESOURCE_EXHAUSTED") == 1
+    assert await errors(registry, "bidi", "RESOURCE_EXHAUSTED") == 1
 
 
 async def test_unknown_method(grpc_target: GrpcTarget, registry: CollectorRegistry) -> None:
     unknown = grpc_target.channel.unary_unary("/wirelab.v1.WireLab/Nope", None, None)
     call = unknown(b"")
     assert (await _status(call))[0] == grpc.StatusCode.UNIMPLEMENTED
-    assert requests(registry, "grpc", "other", "client_error", "UNIMPLEMENTED") == 1
+    assert await errors(registry, "other", "UNIMPLEMENTED") == 1
 
 
 async def test_client_cancel_mid_stream_counts_cancelled(
@@ -191,11 +194,10 @@ async def test_client_cancel_mid_stream_counts_cancelled(
     call = grpc_target.stub.StreamMessages(pb.StreamRequest(count=50, size=10, interval_ms=20))
     await call.read()
     call.cancel()
-    for _ in range(100):
-        if requests(registry, "grpc", "server_stream", "cancelled", "CANCELLED") == 1:
-            break
-        await asyncio.sleep(0.02)
-    assert requests(registry, "grpc", "server_stream", "cancelled", "CANCELLED") == 1
+    cancelled = await settled(
+        lambda: requests(registry, "grpc", "server_stream", "cancelled", "CANCELLED"), 1
+    )
+    assert cancelled == 1
     assert value(registry, "wirelab_server_requests_in_flight", **labels("server_stream")) == 0
 
 

@@ -18,11 +18,11 @@ from grpc_reflection.v1alpha import reflection
 
 from wirelab import serving
 from wirelab.metrics import ServerMetrics
-from wirelab.rpc.interceptor import AioMetricsInterceptor
 from wirelab.rpc.kinds import SERVICE
-from wirelab.rpc.measure import SyncInterceptor
+from wirelab.rpc.measure import MeasuredMethods
+from wirelab.rpc.measure_aio import AioMeasuredMethods
+from wirelab.rpc.measure_sync import SyncMeasuredMethods
 from wirelab.rpc.servicer import AsyncWireLab
-from wirelab.rpc.sync_interceptor import SyncMetricsInterceptor
 from wirelab.rpc.sync_servicer import SyncWireLab
 from wirelab.settings import Settings
 from wirelab.v1 import wirelab_pb2_grpc as pb_grpc
@@ -40,11 +40,18 @@ def server_options(settings: Settings) -> list[tuple[str, int]]:
     ]
 
 
-def _register(server: Any, servicer: Any, health_servicer: Any) -> None:
-    pb_grpc.add_WireLabServicer_to_server(servicer, server)
+def _register(
+    server: Any, servicer: Any, health_servicer: Any, measured: MeasuredMethods | None
+) -> None:
+    if measured is None:
+        pb_grpc.add_WireLabServicer_to_server(servicer, server)
+    else:
+        measured.register(server, pb_grpc.add_WireLabServicer_to_server, servicer)
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     names = (SERVICE, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name)
     reflection.enable_server_reflection((*names, reflection.SERVICE_NAME), server)
+    if measured is not None:
+        measured.register_unknown(server)
 
 
 def _bind(server: Any, settings: Settings, port: int) -> int:
@@ -61,10 +68,10 @@ def _bind(server: Any, settings: Settings, port: int) -> int:
 async def build_aio(
     settings: Settings, metrics: ServerMetrics | None, port: int
 ) -> tuple[grpc.aio.Server, health_aio.HealthServicer, int]:
-    interceptors = [AioMetricsInterceptor(metrics)] if metrics is not None else []
-    server = grpc.aio.server(interceptors=interceptors, options=server_options(settings))
+    server = grpc.aio.server(options=server_options(settings))
     health_servicer = health_aio.HealthServicer()
-    _register(server, AsyncWireLab(settings.limits), health_servicer)
+    measured = AioMeasuredMethods(metrics) if metrics is not None else None
+    _register(server, AsyncWireLab(settings.limits), health_servicer, measured)
     bound = _bind(server, settings, port)
     for name in ("", SERVICE):
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
@@ -74,16 +81,13 @@ async def build_aio(
 def build_sync(
     settings: Settings, metrics: ServerMetrics | None, port: int
 ) -> tuple[grpc.Server, health.HealthServicer, int]:
-    interceptors: list[SyncInterceptor] = (
-        [SyncMetricsInterceptor(metrics)] if metrics is not None else []
-    )
     server = grpc.server(
         ThreadPoolExecutor(max_workers=settings.grpc_threads, thread_name_prefix="grpc"),
-        interceptors=interceptors,
         options=server_options(settings),
     )
     health_servicer = health.HealthServicer()
-    _register(server, SyncWireLab(settings.limits), health_servicer)
+    measured = SyncMeasuredMethods(metrics) if metrics is not None else None
+    _register(server, SyncWireLab(settings.limits), health_servicer, measured)
     bound = _bind(server, settings, port)
     for name in ("", SERVICE):
         health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)

@@ -1,15 +1,15 @@
-"""Server interceptor for the thread-pool gRPC server: the same measurements as the aio one."""
+"""Measured handlers for the thread-pool gRPC server: the same measurements as the aio ones."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import grpc
 
 from wirelab.metrics import Call
 from wirelab.rpc.kinds import OTHER_KIND, finish_error, finish_ok
-from wirelab.rpc.measure import Handler, MeasuredMethods, SyncInterceptor, rebuild
+from wirelab.rpc.measure import Handler, MeasuredMethods, rebuild
 
 
 def _counted(requests: Iterator[Any], call: Call) -> Iterator[Any]:
@@ -18,18 +18,7 @@ def _counted(requests: Iterator[Any], call: Call) -> Iterator[Any]:
         yield request
 
 
-class SyncMetricsInterceptor(MeasuredMethods, SyncInterceptor):
-    def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Handler | None],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> Handler | None:
-        method = handler_call_details.method
-        wrapped = self.wrapped.get(method)
-        if wrapped is not None:
-            return wrapped
-        return self.resolve(method, continuation(handler_call_details))
-
+class SyncMeasuredMethods(MeasuredMethods):
     def unknown_method(self, requests: Any, context: Any) -> Iterator[bytes]:
         call = self.metrics.start(OTHER_KIND)
         try:

@@ -1,4 +1,4 @@
-"""grpc.aio server interceptor: whole-call timing, protobuf bytes and messages for every shape."""
+"""Measured handlers for grpc.aio: whole-call timing, protobuf bytes and messages, every shape."""
 
 from __future__ import annotations
 
@@ -10,9 +10,7 @@ import grpc.aio
 
 from wirelab.metrics import Call
 from wirelab.rpc.kinds import OTHER_KIND, finish_error, finish_ok
-from wirelab.rpc.measure import AioInterceptor, Handler, MeasuredMethods, rebuild
-
-Continuation = Callable[[grpc.HandlerCallDetails], Awaitable[Handler]]
+from wirelab.rpc.measure import Handler, MeasuredMethods, rebuild
 
 
 async def _counted(requests: AsyncIterator[Any], call: Call) -> AsyncIterator[Any]:
@@ -21,18 +19,7 @@ async def _counted(requests: AsyncIterator[Any], call: Call) -> AsyncIterator[An
         yield request
 
 
-class AioMetricsInterceptor(MeasuredMethods, AioInterceptor):
-    async def intercept_service(
-        self, continuation: Continuation, handler_call_details: grpc.HandlerCallDetails
-    ) -> Handler:
-        method = handler_call_details.method
-        wrapped = self.wrapped.get(method)
-        if wrapped is not None:
-            return wrapped
-        # None (typed away by the stubs) means no service knows the method.
-        handler: Handler | None = await continuation(handler_call_details)
-        return cast(Handler, self.resolve(method, handler))
-
+class AioMeasuredMethods(MeasuredMethods):
     async def unknown_method(self, requests: Any, context: Any) -> None:
         call = self.metrics.start(OTHER_KIND)
         try:
