@@ -79,7 +79,7 @@ def load(lab: Lab, locust: LocustMaster, prometheus: Prometheus) -> Iterator[Loa
         timeout=15,
     )
     wait_for("Locust workers to connect", lambda: len(locust.stats().get("workers", [])) >= 1, 60)
-    baseline = prometheus.request_totals()
+    baseline = prometheus.settled_request_totals()
     mix = ",".join(f"{kind}=1" for kind in ALL_KINDS)
     locust.swarm(MIXED_USERS, "120s", protocols="rest,grpc", payload_bytes=64 * 1024,
                  chunk_bytes=16 * 1024, mix=mix)  # fmt: skip

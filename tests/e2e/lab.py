@@ -57,6 +57,8 @@ class Lab:
         chosen = choose_images()
         env = {**os.environ, **chosen, **dict.fromkeys(HOST_PORT_VARIABLES, "")}
         env |= {
+            # One worker is enough for the e2e load and leaves CPU to the rest of the lab.
+            "WIRELAB_LOCUST_WORKERS": "1",
             "WIRELAB_RESULTS_DIR": str(results),
             "WIRELAB_UID": str(os.getuid()),
             "WIRELAB_GID": str(os.getgid()),

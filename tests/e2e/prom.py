@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import json
+import time
 import urllib.parse
 import urllib.request
 from typing import Any
+
+# {"client" | "server": {(protocol, kind): requests}}
+Totals = dict[str, dict[tuple[str, str], float]]
 
 
 class Prometheus:
@@ -38,12 +42,25 @@ class Prometheus:
             for r in self.query(expr)
         }
 
-    def request_totals(self) -> dict[str, dict[tuple[str, str], float]]:
+    def request_totals(self) -> Totals:
         """Requests so far per (protocol, kind), as Locust ("client") and the services count."""
         return {
             side: self.by_protocol_kind(f"sum by (protocol, kind) (wirelab_{side}_requests_total)")
             for side in ("client", "server")
         }
+
+    def settled_request_totals(self, timeout: float = 30.0) -> Totals:
+        """request_totals once two reads 4 s apart agree: Locust workers ship their counts to
+        the master every 3 s, so a stop is only visible on the client side a report later."""
+        deadline = time.monotonic() + timeout
+        last = self.request_totals()
+        while time.monotonic() < deadline:
+            time.sleep(4)
+            now = self.request_totals()
+            if now == last:
+                return now
+            last = now
+        raise AssertionError(f"request counts still moving after {timeout:g} s")
 
     def targets(self) -> list[dict[str, Any]]:
         active: list[dict[str, Any]] = self._get("/api/v1/targets")["activeTargets"]

@@ -46,7 +46,10 @@ def test_every_query_returns_data(load: Load, prometheus: Prometheus) -> None:
     try:
         wait_for("every query to return data", all_have_data, timeout=70, every=5)
     except AssertionError:
-        pytest.fail("queries without data:\n" + "\n".join(missing))
+        health = [
+            f"{t['labels']['job']}: {t['health']} {t['lastError']}" for t in prometheus.targets()
+        ]
+        pytest.fail("queries without data:\n" + "\n".join([*missing, "targets:", *health]))
 
 
 def test_cadvisor_reports_each_service_container(
@@ -74,9 +77,7 @@ def test_cadvisor_reports_each_service_container(
 def test_client_and_server_counts_agree(load: Load, prometheus: Prometheus) -> None:
     """Over the mixed phase (the 64 MiB runs are standalone, so only the servers saw them)."""
     load.master.stop()
-    # A few 1 s scrapes after the stop so both counters hold their final values.
-    time.sleep(4)
-    now = prometheus.request_totals()
+    now = prometheus.settled_request_totals()
     for protocol, kinds in KINDS_BY_PROTOCOL.items():
         for kind in kinds:
             key = (protocol, kind)
