@@ -66,7 +66,7 @@ def test_server_columns_from_prometheus_when_no_direct_scrape(
     if binary is None:
         pytest.skip("no Prometheus binary ($PROMETHEUS, PATH, or .cache from tests/config)")
     scenario = tmp_path / "prom.toml"
-    scenario.write_text(SCENARIO.format(duration=3, kinds='["download"]'))
+    scenario.write_text(SCENARIO.format(duration=4, kinds='["download"]'))
     results = tmp_path / "results"
     lab = services
     with running_prometheus(binary, lab, tmp_path) as url:
