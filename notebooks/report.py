@@ -20,6 +20,8 @@
 # from those numbers. Timings compare protocols **within this one run** only.
 
 # %%
+# mypy: disable-error-code="no-untyped-call"
+# (IPython's display functions carry no annotations.)
 import json
 import math
 import os
@@ -29,7 +31,9 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-from IPython.display import Markdown, display
+from IPython.display import Markdown, display  # type: ignore[attr-defined]
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
 from scipy import stats
 
 # %% tags=["parameters"]
@@ -88,7 +92,7 @@ OUT = _output()
 SAVED: list[Path] = []
 
 
-def save(fig: "plt.Figure", name: str) -> None:
+def save(fig: Figure, name: str) -> None:
     path = OUT / f"{name}.png"
     fig.savefig(path, dpi=110, bbox_inches="tight")
     SAVED.append(path)
@@ -103,7 +107,7 @@ def say(text: str) -> None:
 COLORS = {"rest": "tab:orange", "grpc": "tab:blue"}
 
 
-def grid(n: int, cols: int = 3) -> tuple["plt.Figure", list["plt.Axes"]]:
+def grid(n: int, cols: int = 3) -> tuple[Figure, list[Axes]]:
     """One small panel per kind, three to a row."""
     rows = math.ceil(n / cols)
     fig, axes = plt.subplots(rows, min(n, cols), figsize=(4.2 * min(n, cols), 3.2 * rows),
