@@ -271,7 +271,8 @@ class ServerMetrics:
                 bound.apply(batch)
 
 
-FLUSH_EVERY = 4096
+# Small enough that a batch stays in cache (measured: 256 beat 4096 on requests per CPU-second).
+FLUSH_EVERY = 256
 
 
 class _FlushFirst(Collector):
