@@ -138,24 +138,29 @@ def _resources(w: Window, server_requests: float, pk: dict[str, str]) -> dict[st
     out["peak_rss_bytes"] = total(w.peaks, "server_resident_memory", **job) if seen_rss else NAN
     ct = w.containers
     svc = {"container_label_com_docker_compose_service": pk["protocol"]}
-    if ct is not None:
+    cpu = total(ct, "container_cpu_seconds", **svc) if ct is not None else 0.0
+    out["container_peak_memory_bytes"] = total(w.peaks, "container_memory", **svc) or NAN
+    if cpu > 0 and ct is not None:
         net = total(ct, "container_network_receive_bytes", **svc) + total(
             ct, "container_network_transmit_bytes", **svc
         )
-        cpu = total(ct, "container_cpu_seconds", **svc)
         out["container_cpu_s_per_request"] = _ratio(cpu, server_requests)
         out["container_cpu_pct"] = 100 * _ratio(cpu, w.seconds)
-        out["container_peak_memory_bytes"] = total(w.peaks, "container_memory", **svc) or NAN
-        out["container_cpu_peak_pct"] = (
-            100 * total(w.peaks, "container_cpu_peak_rate", **svc) or NAN
-        )
+        out["container_cpu_peak_pct"] = 100 * total(w.peaks, "container_cpu_peak_rate", **svc)
         out["container_net_bytes_per_request"] = _ratio(net, server_requests)
     else:
-        out["container_cpu_s_per_request"] = NAN
-        out["container_cpu_pct"] = NAN
-        out["container_peak_memory_bytes"] = NAN
-        out["container_cpu_peak_pct"] = NAN
-        out["container_net_bytes_per_request"] = NAN
+        # A running container's CPU counter never stands still between two cAdvisor scrapes,
+        # so no increase means no scrape landed inside the window (shorter than its interval):
+        # unknown, not zero.
+        out |= dict.fromkeys(
+            (
+                "container_cpu_s_per_request",
+                "container_cpu_pct",
+                "container_cpu_peak_pct",
+                "container_net_bytes_per_request",
+            ),
+            NAN,
+        )
     return out
 
 

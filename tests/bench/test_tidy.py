@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from wirelab.metrics import ServerMetrics
-from wirelab_bench.histo import delta
+from wirelab_bench.histo import delta, key
 from wirelab_bench.promql import EXPORT_QUERIES, EXPORTS, aggregate
 from wirelab_bench.results import new_run_dir, write_tables
 from wirelab_bench.scenario import Gates
@@ -94,3 +94,30 @@ def test_tables_written_and_folders_never_reused(tmp_path: Path) -> None:
     assert (first / "tidy.csv").read_text().startswith("cell_id,requests")
     assert (first / "tidy.parquet").stat().st_size > 0
     assert (first / "histograms.csv").exists()
+
+
+def test_container_columns_unknown_when_no_cadvisor_scrape_fell_in_the_window(
+    tmp_path: Path,
+) -> None:
+    cell = next(c for c in _scenario(tmp_path) if c.protocol == "grpc" and c.kind == "unary")
+    svc = {"container_label_com_docker_compose_service": "grpc"}
+    server = aggregate(
+        [("wirelab_server_requests_total",
+          {"protocol": "grpc", "kind": "unary", "outcome": "ok", "code": "OK"}, 100.0)]
+    )  # fmt: skip
+    memory = {key("container_memory", svc): 5e7}
+    moved = {
+        key("container_cpu_seconds", svc): 0.5,
+        key("container_network_receive_bytes", svc): 1e4,
+    }
+    row = build_row(
+        Window(cell, 0.0, 10.0, server=server, containers=moved, peaks=dict(memory)), Gates()
+    )
+    assert row["container_cpu_s_per_request"] == pytest.approx(0.005)
+    assert row["container_cpu_pct"] == pytest.approx(5.0)
+    assert row["container_net_bytes_per_request"] == pytest.approx(100.0)
+    assert row["container_peak_memory_bytes"] == 5e7
+    still = {key("container_cpu_seconds", svc): 0.0}
+    row = build_row(Window(cell, 0.0, 2.0, server=server, containers=still), Gates())
+    assert math.isnan(row["container_cpu_s_per_request"])
+    assert math.isnan(row["container_net_bytes_per_request"])
