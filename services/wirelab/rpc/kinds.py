@@ -25,6 +25,26 @@ OTHER_KIND = "other"
 UNMEASURED_PREFIXES = ("/grpc.health.v1.", "/grpc.reflection.")
 
 
+class Recorded:
+    """``with Recorded(call, context):`` around a handler's work records the call once it ends:
+    as OK (or the code the handler set) if the block completes, else by what it raised."""
+
+    __slots__ = ("call", "context")
+
+    def __init__(self, call: Call, context: Any) -> None:
+        self.call = call
+        self.context = context
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: object, exc: BaseException | None, tb: object) -> None:
+        if exc is None:
+            finish_ok(self.call, self.context)
+        else:
+            finish_error(self.call, self.context, exc)
+
+
 def finish_ok(call: Call, context: Any) -> None:
     """Record a call whose handler returned; it may still have set a non-OK code."""
     code = context.code()

@@ -9,7 +9,7 @@ import grpc
 import grpc.aio
 
 from wirelab.metrics import Call
-from wirelab.rpc.kinds import OTHER_KIND, finish_error, finish_ok
+from wirelab.rpc.kinds import OTHER_KIND, Recorded
 from wirelab.rpc.measure import Handler, MeasuredMethods, rebuild
 
 
@@ -21,12 +21,8 @@ async def _counted(requests: AsyncIterator[Any], call: Call) -> AsyncIterator[An
 
 class AioMeasuredMethods(MeasuredMethods):
     async def unknown_method(self, requests: Any, context: Any) -> None:
-        call = self.metrics.start(OTHER_KIND)
-        try:
+        with Recorded(self.metrics.start(OTHER_KIND), context):
             await context.abort(grpc.StatusCode.UNIMPLEMENTED, "Method not found!")
-        except BaseException as exc:
-            finish_error(call, context, exc)
-            raise
 
     def wrap(self, handler: Handler, kind: str) -> Handler:
         begin = self.begin
@@ -38,13 +34,9 @@ class AioMeasuredMethods(MeasuredMethods):
 
             async def one_reply(request: Any, context: Any) -> Any:
                 call, request = begin(kind, request, streaming_in, _counted)
-                try:
+                with Recorded(call, context):
                     reply = await unary(request, context)
-                except BaseException as exc:
-                    finish_error(call, context, exc)
-                    raise
-                call.sent(reply.ByteSize())
-                finish_ok(call, context)
+                    call.sent(reply.ByteSize())
                 return reply
 
             return rebuild(handler, one_reply)
@@ -55,16 +47,12 @@ class AioMeasuredMethods(MeasuredMethods):
 
         async def replies(request: Any, context: Any) -> AsyncIterator[Any]:
             call, request = begin(kind, request, streaming_in, _counted)
-            try:
+            with Recorded(call, context):
                 async for reply in streaming(request, context):
                     size = reply.ByteSize()
                     yield reply
                     # Counted once the server has taken the message, so the first one marks
                     # time to first message.
                     call.sent(size)
-            except BaseException as exc:
-                finish_error(call, context, exc)
-                raise
-            finish_ok(call, context)
 
         return rebuild(handler, replies)

@@ -8,7 +8,7 @@ from typing import Any
 import grpc
 
 from wirelab.metrics import Call
-from wirelab.rpc.kinds import OTHER_KIND, finish_error, finish_ok
+from wirelab.rpc.kinds import OTHER_KIND, Recorded
 from wirelab.rpc.measure import Handler, MeasuredMethods, rebuild
 
 
@@ -20,12 +20,8 @@ def _counted(requests: Iterator[Any], call: Call) -> Iterator[Any]:
 
 class SyncMeasuredMethods(MeasuredMethods):
     def unknown_method(self, requests: Any, context: Any) -> Iterator[bytes]:
-        call = self.metrics.start(OTHER_KIND)
-        try:
+        with Recorded(self.metrics.start(OTHER_KIND), context):
             context.abort(grpc.StatusCode.UNIMPLEMENTED, "Method not found!")
-        except BaseException as exc:
-            finish_error(call, context, exc)
-            raise
         yield b""  # never reached (abort raises); the yield makes this a streaming behaviour
 
     def wrap(self, handler: Handler, kind: str) -> Handler:
@@ -37,13 +33,9 @@ class SyncMeasuredMethods(MeasuredMethods):
 
             def one_reply(request: Any, context: Any) -> Any:
                 call, request = begin(kind, request, streaming_in, _counted)
-                try:
+                with Recorded(call, context):
                     reply = unary(request, context)
-                except BaseException as exc:
-                    finish_error(call, context, exc)
-                    raise
-                call.sent(reply.ByteSize())
-                finish_ok(call, context)
+                    call.sent(reply.ByteSize())
                 return reply
 
             return rebuild(handler, one_reply)
@@ -52,14 +44,10 @@ class SyncMeasuredMethods(MeasuredMethods):
 
         def replies(request: Any, context: Any) -> Iterator[Any]:
             call, request = begin(kind, request, streaming_in, _counted)
-            try:
+            with Recorded(call, context):
                 for reply in streaming(request, context):
                     size = reply.ByteSize()
                     yield reply
                     call.sent(size)
-            except BaseException as exc:
-                finish_error(call, context, exc)
-                raise
-            finish_ok(call, context)
 
         return rebuild(handler, replies)
