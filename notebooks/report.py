@@ -369,6 +369,20 @@ if HAVE:
         save(fig, "cpu_and_bytes_per_request")
     else:
         say("No server metrics in this folder: no CPU or bytes per request.")
+    # The encodings side by side: JSON vs protobuf orders, base64 JSON vs raw binary blobs.
+    pairs = (
+        ("unary", "rest", "unary", "grpc", "request_bytes_per_request", "JSON order",
+         "protobuf order"),
+        ("upload", "rest", "upload_json", "rest", "request_bytes_per_request", "raw upload body",
+         "base64 JSON upload body"),
+        ("download", "rest", "download_json", "rest", "response_bytes_per_request",
+         "raw download body", "base64 JSON download body"),
+    )  # fmt: skip
+    for kind_a, proto_a, kind_b, proto_b, column, name_a, name_b in pairs:
+        if (kind_a, proto_a) in per_req.index and (kind_b, proto_b) in per_req.index:
+            a, b = per_req.loc[(kind_a, proto_a), column], per_req.loc[(kind_b, proto_b), column]
+            if a > 0 and b > 0:
+                say(f"{name_b}: {b:.0f} bytes vs {name_a}: {a:.0f} bytes ({b / a:.2f}x).")
 
 # %% [markdown]
 # ## Streams: time to first message

@@ -60,6 +60,7 @@ EXPORTS: dict[str, Export] = {
         "wirelab_server_time_to_first_message_seconds_bucket", (*_PK, "le")
     ),
     "server_request_bytes_sum": Export("wirelab_server_request_bytes_sum", _PK),
+    "server_request_bytes_count": Export("wirelab_server_request_bytes_count", _PK),
     "server_response_bytes_sum": Export("wirelab_server_response_bytes_sum", _PK),
     "server_response_bytes_count": Export("wirelab_server_response_bytes_count", _PK),
     "server_messages_sent": Export("wirelab_server_messages_sent_total", _PK),

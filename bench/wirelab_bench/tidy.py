@@ -114,12 +114,13 @@ def _resources(w: Window, server_requests: float, pk: dict[str, str]) -> dict[st
         cpu = total(srv, "server_cpu_seconds", **job)
         out["cpu_s_per_request"] = _ratio(cpu, server_requests)
         out["server_cpu_pct"] = 100 * _ratio(cpu, w.seconds)
-        # Divide by the bytes histogram's own count: a scrape reads metric families one after
-        # another, so the requests counter can be a call or two ahead of the bytes sums.
-        calls = total(srv, "server_response_bytes_count", **pk)
-        out["request_bytes_per_request"] = _ratio(received, calls)
-        out["response_bytes_per_request"] = _ratio(sent, calls)
-        out["wire_bytes_per_request"] = _ratio(sent + received, calls)
+        # Divide each sum by its own histogram's count: a scrape reads metric families one after
+        # another, so another family's count can be a call or two ahead of this sum.
+        up = _ratio(received, total(srv, "server_request_bytes_count", **pk))
+        down = _ratio(sent, total(srv, "server_response_bytes_count", **pk))
+        out["request_bytes_per_request"] = up
+        out["response_bytes_per_request"] = down
+        out["wire_bytes_per_request"] = up + down
     else:
         out |= dict.fromkeys(
             (
