@@ -23,7 +23,7 @@ lab:
 
 # Stop the lab; its Prometheus/Grafana volumes stay (`docker compose down -v` drops them too).
 lab-down:
-	docker compose --profile bench down --remove-orphans
+	offline/compose --profile bench down --remove-orphans
 
 # Build the offline stand-in images only (each skipped when already present).
 offline-images:

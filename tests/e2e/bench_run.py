@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.config.queries import REPO
-from tests.e2e.lab import Lab
+from tests.e2e.lab import COMPOSE, Lab
 
 # Calls into a hung service must fail in seconds, not after the default 60 s.
 FAULT_LOCUST_ARGS = "--call-timeout 3"
@@ -16,7 +16,7 @@ FAULT_LOCUST_ARGS = "--call-timeout 3"
 
 def bench_command(lab: Lab, scenario: str, *extra: str) -> list[str]:
     """`docker compose run` of the bench service with `scenario` (a name or a path inside it)."""
-    compose = ["docker", "compose", "-p", lab.project]
+    compose = [str(COMPOSE), "-p", lab.project]
     return [*compose, "--profile", "bench", "run", "--rm", "-T", *extra, "bench", scenario]
 
 

