@@ -33,6 +33,79 @@ _BODYLESS = frozenset({"GET", "HEAD"})
 _CODE = {status: str(status) for status in (200, 400, 404, 405, 413, 422, 500)}
 
 
+class _HttpCall:
+    """One HTTP call being measured: wraps receive and send, records once at the last byte.
+    A slotted object with two bound methods instead of per-request closures over a dozen cells:
+    on this path every allocation shows in the observer-effect benchmark."""
+
+    __slots__ = (
+        "_receive",
+        "_send",
+        "bound",
+        "bytes_in",
+        "bytes_out",
+        "done",
+        "first",
+        "kind",
+        "metrics",
+        "pieces_in",
+        "pieces_out",
+        "started",
+        "status",
+    )
+
+    def __init__(self, metrics: ServerMetrics, kind: str, receive: Receive, send: Send) -> None:
+        self.metrics = metrics
+        self.kind = kind
+        self.bound = metrics.begin(kind)
+        self._receive = receive
+        self._send = send
+        self.started = time.perf_counter()
+        self.status = self.bytes_in = self.bytes_out = self.pieces_in = self.pieces_out = 0
+        self.first: float | None = None
+        self.done = False
+
+    def finish(self, outcome: str, code: str) -> None:
+        self.done = True
+        kind = self.kind
+        # A plain body is one message whatever its size; a streamed body counts its pieces.
+        self.metrics.record(
+            self.bound,
+            outcome,
+            code,
+            time.perf_counter() - self.started,
+            self.first,
+            self.bytes_in,
+            self.bytes_out,
+            self.pieces_in if kind in STREAMED_IN else 1,
+            self.pieces_out if kind in STREAMED_OUT else 1,
+        )
+
+    async def receive(self) -> Message:
+        message = await self._receive()
+        body = message.get("body")
+        if body:
+            self.bytes_in += len(body)
+            self.pieces_in += 1
+        return message
+
+    async def send(self, message: Message) -> None:
+        await self._send(message)
+        if message["type"] == "http.response.start":
+            self.status = message["status"]
+            return
+        body = message.get("body")
+        if body:
+            self.bytes_out += len(body)
+            self.pieces_out += 1
+            if self.first is None:
+                self.first = time.perf_counter() - self.started
+        if not message.get("more_body", False):
+            # Whole-call duration ends here: the last body byte has been handed to the server.
+            status = self.status
+            self.finish(http_outcome(status), _CODE.get(status) or str(status))
+
+
 class MetricsMiddleware:
     def __init__(self, app: ASGIApp, metrics: ServerMetrics) -> None:
         self.app = app
@@ -47,70 +120,19 @@ class MetricsMiddleware:
         if scope_type != "http" or scope["path"] in UNMEASURED:
             await self.app(scope, receive, send)
             return
-        # Inlined, with plain locals instead of a Call object: this runs on every request and
-        # the observer-effect benchmark counts each function call in it.
         method = scope["method"]
         kind = KINDS.get((method, scope["path"]), OTHER_KIND)
-        metrics = self.metrics
-        bound = metrics.begin(kind)
-        started = time.perf_counter()
-        status = bytes_in = bytes_out = pieces_in = pieces_out = 0
-        first: float | None = None
-        done = False
-
-        def finish(outcome: str, code: str) -> None:
-            nonlocal done
-            done = True
-            # A plain body is one message whatever its size; a streamed body counts its pieces.
-            metrics.record(
-                bound,
-                outcome,
-                code,
-                time.perf_counter() - started,
-                first,
-                bytes_in,
-                bytes_out,
-                pieces_in if kind in STREAMED_IN else 1,
-                pieces_out if kind in STREAMED_OUT else 1,
-            )
-
-        async def counting_receive() -> Message:
-            nonlocal bytes_in, pieces_in
-            message = await receive()
-            body = message.get("body")
-            if body:
-                bytes_in += len(body)
-                pieces_in += 1
-            return message
-
-        async def counting_send(message: Message) -> None:
-            nonlocal status, bytes_out, pieces_out, first
-            await send(message)
-            if message["type"] == "http.response.start":
-                status = message["status"]
-                return
-            body = message.get("body")
-            if body:
-                bytes_out += len(body)
-                pieces_out += 1
-                if first is None:
-                    first = time.perf_counter() - started
-            if not message.get("more_body", False):
-                # Whole-call duration ends here: the last body byte has been handed to the server.
-                finish(http_outcome(status), _CODE.get(status) or str(status))
-
+        call = _HttpCall(self.metrics, kind, receive, send)
         try:
             # GET and HEAD carry no body: their receive is left unwrapped.
-            await self.app(
-                scope, receive if method in _BODYLESS else counting_receive, counting_send
-            )
+            await self.app(scope, receive if method in _BODYLESS else call.receive, call.send)
         except BaseException:
-            if not done:
-                finish("server_error", "500")
+            if not call.done:
+                call.finish("server_error", "500")
             raise
-        if not done:
+        if not call.done:
             # The response never completed: the client went away mid-response.
-            finish("cancelled", "499")
+            call.finish("cancelled", "499")
 
     async def _websocket(self, call: Call, scope: Scope, receive: Receive, send: Send) -> None:
         status = 403  # closed before the handshake was accepted
