@@ -5,9 +5,10 @@ from __future__ import annotations
 import bisect
 import collections
 import functools
+import operator
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -125,7 +126,8 @@ class ServerMetrics:
             raise ValueError(f"unknown protocol {protocol!r}")
         self.protocol = protocol
         kind = ("protocol", "kind")
-        # Queued starts and finished calls (see Call.finish), applied by flush().
+        # Started calls and finished-call records (see record), applied by flush().
+        self._starts: collections.deque[KindInstruments] = collections.deque()
         self._queue: collections.deque[tuple[Any, ...]] = collections.deque()
         self._flush_lock = threading.Lock()
         flush_first = _FlushFirst()
@@ -220,8 +222,8 @@ class ServerMetrics:
         """Count one call of ``kind`` as started (in flight) and return its instruments; pair it
         with exactly one :meth:`record`. :meth:`start` wraps both in a Call object."""
         bound = self.bound(kind)
-        self._queue.append((bound,))
-        if len(self._queue) >= FLUSH_EVERY:
+        self._starts.append(bound)
+        if len(self._starts) >= FLUSH_EVERY:
             self.flush()
         return bound
 
@@ -260,15 +262,17 @@ class ServerMetrics:
     def flush(self) -> None:
         """Apply the queued starts and finished calls to the instruments. Runs before every
         collection (so a scrape always sees every call) and every FLUSH_EVERY records."""
-        queue = self._queue
         with self._flush_lock:
-            records: dict[KindInstruments, list[tuple[Any, ...]]] = {}
-            # popleft is atomic, so calls finishing on other threads meanwhile are never lost.
-            while queue:
-                record = queue.popleft()
-                records.setdefault(record[0], []).append(record)
-            for bound, batch in records.items():
-                bound.apply(batch)
+            # popleft is atomic: whatever other threads append meanwhile waits for the next
+            # flush, never lost. The rest is column-wise, in C where it can be.
+            starts = self._starts
+            started = collections.Counter([starts.popleft() for _ in range(len(starts))])
+            queue = self._queue
+            batch = [queue.popleft() for _ in range(len(queue))]
+            kinds = set(started) | set(map(operator.itemgetter(0), batch))
+            for bound in kinds:
+                mine = batch if len(kinds) == 1 else [r for r in batch if r[0] is bound]
+                bound.apply(started[bound], mine)
 
 
 # Small enough that a batch stays in cache (measured: 256 beat 4096 on requests per CPU-second).
@@ -291,7 +295,7 @@ class _FlushFirst(Collector):
         return []
 
 
-def _observe_many(histogram: Histogram, values: list[float]) -> None:
+def _observe_many(histogram: Histogram, values: Sequence[float]) -> None:
     """``observe`` for a batch: one bucket increment per bucket touched instead of a lock pair
     per value. Mirrors Histogram.observe (first upper bound >= value, +Inf last); a unit test
     compares the two, as this reads prometheus_client internals (pinned in pyproject)."""
@@ -318,43 +322,35 @@ class KindInstruments:
         self.messages_received = metrics.messages_received.labels(p, kind)
         self.messages_sent = metrics.messages_sent.labels(p, kind)
 
-    def apply(self, batch: list[tuple[Any, ...]]) -> None:
-        """Record a batch of queued starts ``(self,)`` and finished calls (see Call.finish)."""
+    def apply(self, started: int, batch: list[tuple[Any, ...]]) -> None:
+        """Record ``started`` new calls and a batch of finished ones (see ServerMetrics.record)."""
+        if started != len(batch):
+            self.in_flight.inc(started - len(batch))
+        if not batch:
+            return
         m, p, k = self._metrics, self._metrics.protocol, self.kind
-        codes: collections.Counter[tuple[str, str]] = collections.Counter()
-        durations: dict[str, list[float]] = {}
-        firsts: list[float] = []
-        bytes_in: list[float] = []
-        bytes_out: list[float] = []
-        started = messages_in = messages_out = 0
-        for record in batch:
-            if len(record) == 1:
-                started += 1
-                continue
-            _, outcome, code, duration, first, n_in, n_out, msgs_in, msgs_out = record
-            codes[outcome, code] += 1
-            durations.setdefault(outcome, []).append(duration)
-            if first is not None:
-                firsts.append(first)
-            bytes_in.append(n_in)
-            bytes_out.append(n_out)
-            messages_in += msgs_in
-            messages_out += msgs_out
-        if started != len(bytes_in):
-            self.in_flight.inc(started - len(bytes_in))
-        for (outcome, code), count in codes.items():
+        _, outcomes, codes, durations, firsts, bytes_in, bytes_out, msgs_in, msgs_out = zip(
+            *batch, strict=True
+        )
+        for (outcome, code), count in collections.Counter(
+            zip(outcomes, codes, strict=True)
+        ).items():
             m.requests.labels(p, k, outcome, code).inc(count)
-        for outcome, values in durations.items():
+        for outcome in set(outcomes):
+            values = (
+                durations
+                if len(outcomes) == outcomes.count(outcome)
+                else [d for d, o in zip(durations, outcomes, strict=True) if o == outcome]
+            )
             _observe_many(m.duration.labels(p, k, outcome), values)
-        if firsts and self.first_message is not None:
-            _observe_many(self.first_message, firsts)
-        if bytes_in:
-            _observe_many(self.request_bytes, bytes_in)
-            _observe_many(self.response_bytes, bytes_out)
-        if messages_in:
-            self.messages_received.inc(messages_in)
-        if messages_out:
-            self.messages_sent.inc(messages_out)
+        if self.first_message is not None:
+            measured = [f for f in firsts if f is not None]
+            if measured:
+                _observe_many(self.first_message, measured)
+        _observe_many(self.request_bytes, bytes_in)
+        _observe_many(self.response_bytes, bytes_out)
+        self.messages_received.inc(sum(msgs_in))
+        self.messages_sent.inc(sum(msgs_out))
 
 
 @dataclass(slots=True)
