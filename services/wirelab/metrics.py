@@ -255,9 +255,12 @@ class ServerMetrics:
             )
         )
 
-    def start(self, kind: str) -> Call:
-        """Begin timing one call of ``kind``; finish it with :meth:`Call.finish`."""
-        return Call(self, kind, time.perf_counter(), self.begin(kind))
+    def start(self, kind: str, started: float | None = None) -> Call:
+        """Begin one call of ``kind``, timed from ``started`` (a ``time.perf_counter()`` taken
+        when the call arrived) or from now; finish it with :meth:`Call.finish`."""
+        return Call(
+            self, kind, time.perf_counter() if started is None else started, self.begin(kind)
+        )
 
     def flush(self) -> None:
         """Apply the queued starts and finished calls to the instruments. Runs before every

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -31,7 +32,7 @@ SMALL = Limits(
 
 
 def settings(**overrides: Any) -> Settings:
-    return Settings(host="127.0.0.1", limits=SMALL, **overrides)
+    return Settings(**{"host": "127.0.0.1", "limits": SMALL, **overrides})
 
 
 def value(registry: CollectorRegistry, name: str, **labels: str) -> float:
@@ -64,6 +65,14 @@ async def settled(read: Callable[[], float], expected: float) -> float:
     return read()
 
 
+async def idle(registry: CollectorRegistry, kind: str, protocol: str = "grpc") -> None:
+    """Wait (at most 2 s) until no call of ``kind`` is in flight. A gRPC call is recorded by
+    its done callback, after the reply and status are sent, so the client can hold the answer
+    a moment before the server has recorded the call."""
+    in_flight = "wirelab_server_requests_in_flight"
+    await settled(lambda: value(registry, in_flight, protocol=protocol, kind=kind), 0)
+
+
 @pytest.fixture
 def registry() -> CollectorRegistry:
     return CollectorRegistry()
@@ -86,8 +95,10 @@ class GrpcTarget:
     channel: grpc.aio.Channel
 
 
-async def _serve(mode: str, registry: CollectorRegistry | None) -> AsyncIterator[GrpcTarget]:
-    config = settings(grpc_server=mode, grpc_threads=8)
+async def serve_grpc(
+    mode: str, registry: CollectorRegistry | None, base: Settings | None = None
+) -> AsyncIterator[GrpcTarget]:
+    config = dataclasses.replace(base or settings(), grpc_server=mode, grpc_threads=8)
     metrics = ServerMetrics("grpc", registry, mode) if registry is not None else None
     server: Any
     if mode == "aio":
@@ -112,5 +123,5 @@ async def grpc_target(
     request: pytest.FixtureRequest, registry: CollectorRegistry
 ) -> AsyncIterator[GrpcTarget]:
     """The gRPC server (aio and thread-pool) on a free loopback port, with an aio client."""
-    async for target in _serve(request.param, registry):
+    async for target in serve_grpc(request.param, registry):
         yield target

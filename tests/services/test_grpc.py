@@ -14,7 +14,7 @@ from prometheus_client import CollectorRegistry
 from wirelab import core
 from wirelab.v1 import wirelab_pb2 as pb
 
-from tests.services.conftest import SMALL, GrpcTarget, requests, settled, value
+from tests.services.conftest import SMALL, GrpcTarget, idle, requests, settled, value
 
 ORDER = pb.OrderRequest(
     order=pb.Order(
@@ -61,6 +61,7 @@ async def test_process_order(grpc_target: GrpcTarget, registry: CollectorRegistr
     assert (reply.order_id, reply.item_count, reply.total_cents) == ("o-1", 2, 300 + 2**40)
     assert (reply.word_count, reply.char_count) == (3, 21)
     assert reply.order == ORDER.order
+    await idle(registry, "unary")
     assert requests(registry, "grpc", "unary", "ok", "OK") == 1
     assert (
         value(registry, "wirelab_server_request_bytes_sum", **labels("unary")) == ORDER.ByteSize()
@@ -78,6 +79,7 @@ async def test_stream_messages(grpc_target: GrpcTarget, registry: CollectorRegis
     messages = [m async for m in call]
     assert [m.seq for m in messages] == [0, 1, 2, 3]
     assert all(m.payload == core.payload(100) for m in messages)
+    await idle(registry, "server_stream")
     assert value(registry, "wirelab_server_messages_sent_total", **labels("server_stream")) == 4
     assert value(registry, "wirelab_server_response_bytes_sum", **labels("server_stream")) == sum(
         m.ByteSize() for m in messages
@@ -91,6 +93,7 @@ async def test_upload(grpc_target: GrpcTarget, registry: CollectorRegistry) -> N
     blob = pb.Blob(data=core.payload(50_000))
     reply = await grpc_target.stub.Upload(blob)
     assert (reply.size, reply.sha256) == (50_000, core.digest(50_000))
+    await idle(registry, "upload")
     assert (
         value(registry, "wirelab_server_request_bytes_sum", **labels("upload")) == blob.ByteSize()
     )
@@ -100,6 +103,7 @@ async def test_upload_stream(grpc_target: GrpcTarget, registry: CollectorRegistr
     chunks = [pb.Chunk(data=piece) for piece in core.chunks(10_000, 3000)]
     reply = await grpc_target.stub.UploadStream(_aiter(chunks))
     assert (reply.size, reply.sha256) == (10_000, core.digest(10_000))
+    await idle(registry, "upload_chunked")
     assert (
         value(registry, "wirelab_server_messages_received_total", **labels("upload_chunked")) == 4
     )
@@ -121,6 +125,7 @@ async def test_oversize_uploads(grpc_target: GrpcTarget, registry: CollectorRegi
 async def test_download(grpc_target: GrpcTarget, registry: CollectorRegistry) -> None:
     blob = await grpc_target.stub.Download(pb.BlobRequest(size=40_000))
     assert (blob.size, blob.sha256) == (40_000, hashlib.sha256(blob.data).hexdigest())
+    await idle(registry, "download")
     assert (
         value(registry, "wirelab_server_response_bytes_sum", **labels("download"))
         == blob.ByteSize()
@@ -133,6 +138,7 @@ async def test_download_stream(grpc_target: GrpcTarget, registry: CollectorRegis
     metadata = dict(await call.initial_metadata())
     assert metadata["x-wirelab-size"] == "10000"
     assert metadata["x-wirelab-sha256"] == hashlib.sha256(data).hexdigest() == core.digest(10_000)
+    await idle(registry, "download_chunked")
     assert value(registry, "wirelab_server_messages_sent_total", **labels("download_chunked")) == 4
 
 
@@ -169,6 +175,7 @@ async def test_pingpong(grpc_target: GrpcTarget, registry: CollectorRegistry) ->
     pings = [pb.Ping(seq=seq, payload=core.payload(10 * seq)) for seq in range(3)]
     pongs = [p async for p in grpc_target.stub.PingPong(_aiter(pings))]
     assert [(p.seq, p.payload) for p in pongs] == [(p.seq, p.payload) for p in pings]
+    await idle(registry, "bidi")
     assert value(registry, "wirelab_server_messages_received_total", **labels("bidi")) == 3
     assert value(registry, "wirelab_server_messages_sent_total", **labels("bidi")) == 3
     assert requests(registry, "grpc", "bidi", "ok", "OK") == 1

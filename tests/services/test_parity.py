@@ -15,7 +15,7 @@ from wirelab import core
 from wirelab.rest.app import create_app
 from wirelab.v1 import wirelab_pb2 as pb
 
-from tests.services.conftest import SMALL, GrpcTarget, _serve, settings
+from tests.services.conftest import SMALL, GrpcTarget, serve_grpc, settings
 
 ORDER_JSON: dict[str, Any] = {
     "order": {
@@ -40,7 +40,7 @@ def rest() -> Iterator[TestClient]:
 
 @pytest.fixture
 async def grpc_target() -> AsyncIterator[GrpcTarget]:
-    async for target in _serve("aio", None):
+    async for target in serve_grpc("aio", None):
         yield target
 
 

@@ -51,16 +51,32 @@ class _Capture:
         self.service, self.handlers = service, handlers
 
 
+class _Lookup(GenericHandler):
+    """The only way grpc finds a measured method: a generic handler, because grpc consults it
+    as the call arrives (before it reads the request message), which is when the measured
+    duration starts. Methods registered through add_registered_method_handlers are looked up
+    without any Python hook, hence too late for that."""
+
+    def __init__(self, handlers: dict[str, Handler], arrived: Callable[[Handler], Handler]) -> None:
+        self.handlers = handlers
+        self.arrived = arrived
+
+    def service(self, handler_call_details: grpc.HandlerCallDetails) -> Handler | None:
+        handler = self.handlers.get(handler_call_details.method)
+        return None if handler is None else self.arrived(handler)
+
+
 class _Unimplemented(GenericHandler):
     """Registered last: any method no service knows is answered (and counted) UNIMPLEMENTED."""
 
-    def __init__(self, handler: Handler) -> None:
+    def __init__(self, handler: Handler, arrived: Callable[[Handler], Handler]) -> None:
         self.handler = handler
+        self.arrived = arrived
 
     def service(self, handler_call_details: grpc.HandlerCallDetails) -> Handler | None:
         if handler_call_details.method.startswith(UNMEASURED_PREFIXES):
             return None
-        return self.handler
+        return self.arrived(self.handler)
 
 
 class MeasuredMethods(ABC):
@@ -68,42 +84,48 @@ class MeasuredMethods(ABC):
     do the same per call, but grpc's interceptor hook alone (a pass-through interceptor
     returning a cached handler) cost 6 % of small-unary throughput per server CPU-second
     here, more than the whole observer-effect budget. Subclasses supply the aio or sync
-    flavour of ``wrap`` and ``unknown_method``."""
+    flavour of ``wrap``, ``arrived`` (how a call's arrival time reaches its behaviour) and
+    ``unknown_method``."""
 
     def __init__(self, metrics: ServerMetrics) -> None:
         self.metrics = metrics
 
     @abstractmethod
-    def unknown_method(self, requests: Any, context: Any) -> Any:
+    def unknown_method(self, *args: Any) -> Any:
         """Behaviour that answers UNIMPLEMENTED (and counts it)."""
 
     @abstractmethod
     def wrap(self, handler: Handler, kind: str) -> Handler:
         """``handler`` with its calls measured as ``kind``."""
 
+    @abstractmethod
+    def arrived(self, handler: Handler) -> Handler:
+        """Called by the lookup as a call arrives: the handler grpc should run for it."""
+
     def register(
         self, server: Any, add_to_server: Callable[[Any, Any], None], servicer: Any
     ) -> None:
-        """Register ``servicer`` on ``server`` as ``add_to_server`` would, with every contract
-        method measured (on both the registered-method fast path and the generic lookup)."""
+        """Register ``servicer`` on ``server`` as ``add_to_server`` would, every contract method
+        measured from the moment its call arrives."""
         capture = _Capture()
         add_to_server(servicer, capture)
-        measured = {
-            name: self.wrap(handler, METHOD_KINDS[f"/{capture.service}/{name}"])
-            for name, handler in capture.handlers.items()
-        }
-        generic = grpc.method_handlers_generic_handler(capture.service, measured)
-        server.add_generic_rpc_handlers((generic,))
-        server.add_registered_method_handlers(capture.service, measured)
+        measured = {}
+        for name, handler in capture.handlers.items():
+            method = f"/{capture.service}/{name}"
+            measured[method] = self.wrap(handler, METHOD_KINDS[method])
+        server.add_generic_rpc_handlers((_Lookup(measured, self.arrived),))
 
     def register_unknown(self, server: Any) -> None:
         """Call after every other service: unknown methods become UNIMPLEMENTED, counted."""
         unimplemented = grpc.stream_stream_rpc_method_handler(self.unknown_method)
-        server.add_generic_rpc_handlers((_Unimplemented(unimplemented),))
+        server.add_generic_rpc_handlers((_Unimplemented(unimplemented, self.arrived),))
 
-    def begin(self, kind: str, request: Any, streaming_in: bool, counted: Any) -> tuple[Call, Any]:
-        """Start a call; a request stream is wrapped by ``counted`` to count each message."""
-        call = self.metrics.start(kind)
+    def begin(
+        self, kind: str, started: float, request: Any, streaming_in: bool, counted: Any
+    ) -> tuple[Call, Any]:
+        """Start a call that arrived at ``started``; a request stream is wrapped by
+        ``counted`` to count each message."""
+        call = self.metrics.start(kind, started)
         if streaming_in:
             return call, counted(request, call)
         call.received(request.ByteSize())

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,9 +20,29 @@ def _counted(requests: Iterator[Any], call: Call) -> Iterator[Any]:
         yield request
 
 
+def _recorded(call: Call, context: Any) -> Recorded:
+    recorded = Recorded(call, context)
+    # Runs once grpc has sent the status (in its polling thread); refused if the RPC is over.
+    recorded.deferred = context.add_callback(recorded.done)
+    return recorded
+
+
+def _behavior(handler: Handler) -> Any:
+    return (
+        handler.unary_unary or handler.unary_stream or handler.stream_unary or handler.stream_stream
+    )
+
+
 class SyncMeasuredMethods(MeasuredMethods):
-    def unknown_method(self, requests: Any, context: Any) -> Iterator[bytes]:
-        with Recorded(self.metrics.start(OTHER_KIND), context):
+    """Behaviours take the call's arrival time first. The lookup runs in grpc's polling thread
+    as the call arrives, the behaviour later in a pool thread (after waiting for a free one and
+    reading the request), so each call gets its own handler closing over its arrival time."""
+
+    def arrived(self, handler: Handler) -> Handler:
+        return rebuild(handler, functools.partial(_behavior(handler), time.perf_counter()))
+
+    def unknown_method(self, started: float, requests: Any, context: Any) -> Iterator[bytes]:
+        with _recorded(self.metrics.start(OTHER_KIND, started), context):
             context.abort(grpc.StatusCode.UNIMPLEMENTED, "Method not found!")
         yield b""  # never reached (abort raises); the yield makes this a streaming behaviour
 
@@ -31,9 +53,9 @@ class SyncMeasuredMethods(MeasuredMethods):
             unary = handler.unary_unary or handler.stream_unary
             assert unary is not None
 
-            def one_reply(request: Any, context: Any) -> Any:
-                call, request = begin(kind, request, streaming_in, _counted)
-                with Recorded(call, context):
+            def one_reply(started: float, request: Any, context: Any) -> Any:
+                call, request = begin(kind, started, request, streaming_in, _counted)
+                with _recorded(call, context):
                     reply = unary(request, context)
                     call.sent(reply.ByteSize())
                 return reply
@@ -42,9 +64,9 @@ class SyncMeasuredMethods(MeasuredMethods):
         streaming = handler.unary_stream or handler.stream_stream
         assert streaming is not None
 
-        def replies(request: Any, context: Any) -> Iterator[Any]:
-            call, request = begin(kind, request, streaming_in, _counted)
-            with Recorded(call, context):
+        def replies(started: float, request: Any, context: Any) -> Iterator[Any]:
+            call, request = begin(kind, started, request, streaming_in, _counted)
+            with _recorded(call, context):
                 for reply in streaming(request, context):
                     size = reply.ByteSize()
                     yield reply
