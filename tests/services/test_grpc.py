@@ -8,6 +8,7 @@ from typing import Any
 
 import grpc
 import pytest
+from google.protobuf import descriptor_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from prometheus_client import CollectorRegistry
@@ -220,3 +221,27 @@ async def test_health_and_reflection(grpc_target: GrpcTarget, registry: Collecto
     names = {s.name async for r in call for s in r.list_services_response.service}
     assert "wirelab.v1.WireLab" in names
     assert requests(registry, "grpc", "other", "ok", "OK") == 0
+
+
+async def _reflect(grpc_target: GrpcTarget, **query: str) -> Any:
+    stub = reflection_pb2_grpc.ServerReflectionStub(grpc_target.channel)
+    call = stub.ServerReflectionInfo(_aiter([reflection_pb2.ServerReflectionRequest(**query)]))
+    (reply,) = [reply async for reply in call]
+    return reply
+
+
+async def test_reflection_resolves_method_symbols(grpc_target: GrpcTarget) -> None:
+    listed = await _reflect(grpc_target, list_services="")
+    assert {s.name for s in listed.list_services_response.service} == {
+        "wirelab.v1.WireLab",
+        "grpc.health.v1.Health",
+        "grpc.reflection.v1alpha.ServerReflection",
+    }
+    for symbol in ("wirelab.v1.WireLab.ProcessOrder", "wirelab.v1.WireLab", "wirelab.v1.Blob"):
+        found = await _reflect(grpc_target, file_containing_symbol=symbol)
+        files = found.file_descriptor_response.file_descriptor_proto
+        names = [descriptor_pb2.FileDescriptorProto.FromString(f).name for f in files]
+        assert "wirelab/v1/wirelab.proto" in names, symbol
+    for missing in ("wirelab.v1.WireLab.NoSuchMethod", "wirelab.v1.NoService.Method"):
+        answer = await _reflect(grpc_target, file_containing_symbol=missing)
+        assert answer.error_response.error_code == grpc.StatusCode.NOT_FOUND.value[0], missing

@@ -14,7 +14,6 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 # health re-exports its asyncio servicer as `aio` at runtime; the stubs do not declare it.
 from grpc_health.v1.health import aio as health_aio  # type: ignore[attr-defined]
-from grpc_reflection.v1alpha import reflection
 
 from wirelab import serving
 from wirelab.metrics import ServerMetrics
@@ -22,6 +21,7 @@ from wirelab.rpc.kinds import SERVICE
 from wirelab.rpc.measure import MeasuredMethods
 from wirelab.rpc.measure_aio import AioMeasuredMethods
 from wirelab.rpc.measure_sync import SyncMeasuredMethods
+from wirelab.rpc.reflection import add_reflection
 from wirelab.rpc.servicer import AsyncWireLab
 from wirelab.rpc.sync_servicer import SyncWireLab
 from wirelab.settings import Settings
@@ -49,7 +49,7 @@ def _register(
         measured.register(server, pb_grpc.add_WireLabServicer_to_server, servicer)
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     names = (SERVICE, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name)
-    reflection.enable_server_reflection((*names, reflection.SERVICE_NAME), server)
+    add_reflection(names, server)
     if measured is not None:
         measured.register_unknown(server)
 
