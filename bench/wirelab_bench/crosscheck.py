@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 from wirelab_locust.content import order
 
+from wirelab_bench.benchknobs import parser
 from wirelab_bench.cell import free_port
 from wirelab_bench.histo import buckets, quantile
 from wirelab_bench.locust_overhead import (
@@ -28,7 +29,6 @@ from wirelab_bench.locust_overhead import (
     Lab,
     arm_args,
     exit_on_sigterm,
-    knob_parser,
     pinned,
     run_locust,
     services,
@@ -200,7 +200,7 @@ def _wait_stopped(url: str, timeout: float) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     prog = "python -m wirelab_bench.crosscheck"
-    args = knob_parser(prog, __doc__, "WIRELAB_CROSSCHECK", KNOBS).parse_args(argv)
+    args = parser(prog, __doc__, "WIRELAB_CROSSCHECK", KNOBS).parse_args(argv)
     missing = [tool for tool in (args.ghz, "wrk") if shutil.which(tool) is None]
     if missing:
         print(

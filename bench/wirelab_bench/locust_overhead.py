@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import csv
 import os
 import signal
@@ -16,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from wirelab_bench.benchknobs import parser
 from wirelab_bench.cell import free_port
 from wirelab_bench.health import wait_healthy
 
@@ -152,25 +152,9 @@ KNOBS: tuple[tuple[str, type, Any, str], ...] = (
 )
 
 
-def knob_parser(
-    prog: str, description: str | None, prefix: str, knobs: tuple[tuple[str, type, Any, str], ...]
-) -> argparse.ArgumentParser:
-    """``--flag`` per knob, its default read from ``<prefix>_<FLAG>`` first (also crosscheck's)."""
-    p = argparse.ArgumentParser(prog=prog, description=description)
-    for flag, kind, default, text in knobs:
-        env = f"{prefix}_{flag.upper()}"
-        p.add_argument(
-            f"--{flag}",
-            type=kind,
-            default=kind(os.environ.get(env, default)),
-            help=f"{text} (env {env}, default {default})",
-        )
-    return p
-
-
 def main(argv: list[str] | None = None) -> int:
     prog = "python -m wirelab_bench.locust_overhead"
-    args = knob_parser(prog, __doc__, "WIRELAB_OVERHEAD", KNOBS).parse_args(argv)
+    args = parser(prog, __doc__, "WIRELAB_OVERHEAD", KNOBS).parse_args(argv)
     exit_on_sigterm()
     results: dict[tuple[str, str], list[Result]] = {}
     with services() as lab:
