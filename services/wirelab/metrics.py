@@ -129,6 +129,9 @@ class ServerMetrics:
         # Started calls and finished-call records (see record), applied by flush().
         self._starts: collections.deque[KindInstruments] = collections.deque()
         self._queue: collections.deque[tuple[Any, ...]] = collections.deque()
+        # record() without its own frame, for the REST middleware's hot path: append a tuple
+        # laid out as record's arguments.
+        self.enqueue = self._queue.append
         self._flush_lock = threading.Lock()
         flush_first = _FlushFirst()
         registry.register(flush_first)
@@ -221,9 +224,13 @@ class ServerMetrics:
     def begin(self, kind: str) -> KindInstruments:
         """Count one call of ``kind`` as started (in flight) and return its instruments; pair it
         with exactly one :meth:`record`. :meth:`start` wraps both in a Call object."""
-        bound = self.bound(kind)
-        self._starts.append(bound)
-        if len(self._starts) >= FLUSH_EVERY:
+        return self.enter(self.bound(kind))
+
+    def enter(self, bound: KindInstruments) -> KindInstruments:
+        """:meth:`begin` for instruments already resolved by :meth:`bound`."""
+        starts = self._starts
+        starts.append(bound)
+        if len(starts) >= FLUSH_EVERY:
             self.flush()
         return bound
 

@@ -53,6 +53,34 @@ def test_order_round_trip(rest: TestClient, registry: CollectorRegistry) -> None
     )
 
 
+def test_order_body_bytes_with_and_without_length(
+    rest: TestClient, registry: CollectorRegistry
+) -> None:
+    # With a Content-Length the middleware counts the order's body from the header (FastAPI
+    # reads it whole); a chunked body, without one, is counted as it is received.
+    body = json.dumps(ORDER).encode()
+    headers = {"content-type": "application/json"}
+    assert rest.post("/v1/orders", content=body, headers=headers).status_code == 200
+    pieces = [body[:10], body[10:50], body[50:]]
+    chunked = rest.post("/v1/orders", content=iter(pieces), headers=headers)
+    assert chunked.status_code == 200
+    assert "content-length" not in chunked.request.headers
+    labels = {"protocol": "rest", "kind": "unary"}
+    assert value(registry, "wirelab_server_request_bytes_sum", **labels) == 2 * len(body)
+    assert value(registry, "wirelab_server_request_bytes_count", **labels) == 2
+    assert value(registry, "wirelab_server_messages_received_total", **labels) == 2
+
+
+def test_chunked_upload_bytes(rest: TestClient, registry: CollectorRegistry) -> None:
+    data = core.payload(20_000)
+    pieces = [data[:7000], data[7000:7001], data[7001:]]
+    reply = rest.post("/v1/blobs/stream", content=iter(pieces))
+    assert reply.json()["size"] == 20_000
+    labels = {"protocol": "rest", "kind": "upload_chunked"}
+    assert value(registry, "wirelab_server_request_bytes_sum", **labels) == 20_000
+    assert value(registry, "wirelab_server_messages_received_total", **labels) >= 1
+
+
 def test_empty_order_gets_proto_defaults(rest: TestClient) -> None:
     body = rest.post("/v1/orders", json={}).json()
     assert (body["item_count"], body["total_cents"], body["word_count"]) == (0, 0, 0)
