@@ -8,6 +8,7 @@ from typing import Any
 import gevent
 from flask import jsonify, request
 from gevent.pywsgi import WSGIServer
+from locust.exception import RPCError
 from locust.runners import MasterRunner, WorkerRunner
 from prometheus_client import CollectorRegistry, make_wsgi_app
 
@@ -32,6 +33,7 @@ def _on_init(environment: Any, runner: Any, web_ui: Any = None, **_: Any) -> Non
             data[_REPORT_KEY] = OBSERVATIONS.drain()
 
         environment.events.report_to_master.add_listener(ship)
+        environment.events.test_stop.add_listener(lambda **_: report_now(runner))
         return
     select_protocols(environment, parsed.protocols)
     if parsed.shape:
@@ -57,6 +59,24 @@ def _on_init(environment: Any, runner: Any, web_ui: Any = None, **_: Any) -> Non
     if parsed.metrics_port:
         serve_metrics(runner, parsed.metrics_bind, parsed.metrics_port)
     gevent.spawn(_watch_cpu, runner)
+
+
+def report_now(runner: WorkerRunner) -> None:
+    """Send this worker's stats and observations to the master now, not at the next tick.
+
+    Locust sends a stopped worker's last calls only with its next periodic report, up to 3 s
+    (more on a busy host) after the master already says "stopped"; whoever reads the CSV, the
+    web UI or /metrics at "stopped" then misses them. test_stop fires once the users are gone
+    and before the worker tells the master it stopped, on the same ordered connection, so the
+    master's "stopped" means every call is counted, in Locust's stats and in /metrics alike.
+    """
+    data: dict[str, Any] = {}
+    fire = runner.environment.events.report_to_master.fire
+    fire(client_id=runner.client_id, data=data)  # type: ignore[no-untyped-call]
+    try:
+        runner.send_message("stats", data)
+    except RPCError as error:  # lost like any report Locust itself fails to send
+        log.error("final report to the master not sent: %s", error)
 
 
 def select_protocols(environment: Any, text: str) -> None:

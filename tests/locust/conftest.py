@@ -113,7 +113,7 @@ class LocustRun:
         if autostart:
             command += ["--autostart", "--autoquit", "60"]
         self.spawn("locust", *command, *args)
-        wait_for("Locust web UI", lambda: get(self.url("/")) != b"")
+        wait_for("Locust web UI", lambda: get(self.url("/")) != b"", 40)
         return self
 
     def spawn(self, name: str, *args: str) -> subprocess.Popen[bytes]:
@@ -134,8 +134,23 @@ class LocustRun:
     def ui_stats(self) -> dict[str, Any]:
         return dict(json.loads(get(self.url("/stats/requests"))))
 
-    def wait_stopped(self, timeout: float = 40.0) -> None:
-        wait_for("end of the run", lambda: self.ui_stats()["state"] == "stopped", timeout)
+    def stop_swarm(self) -> None:
+        """Stop the swarm as the web UI's Stop button does (the master waits for its workers)."""
+        with urllib.request.urlopen(
+            urllib.request.Request(self.url("/stop"), method="POST"), timeout=60
+        ):
+            pass
+
+    def wait_stopped(self, workers: int = 0, timeout: float = 40.0) -> None:
+        # Each worker sends its final report before telling the master it stopped, then says it
+        # is ready again (wirelab_locust.plugin.report_now): "stopped" with every worker ready
+        # means no report is still on its way, even from a worker once marked missing.
+        def over() -> bool:
+            stats = self.ui_stats()
+            ready = [w for w in stats.get("workers", []) if w["state"] == "ready"]
+            return stats["state"] == "stopped" and len(ready) == workers
+
+        wait_for("end of the run", over, timeout)
         # The CSV is rewritten every second but flushed only every 5 s: wait until it holds the
         # final total that the web UI already shows.
         final = self.ui_stats()["stats"][-1]["num_requests"]

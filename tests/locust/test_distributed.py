@@ -3,30 +3,51 @@ request exactly once in /metrics, the same as in its own stats."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
+from locust.runners import WORKER_REPORT_INTERVAL
 
 from tests.locust.conftest import LOCUSTFILE, LocustRun, Services, free_port, total, wait_for
 from tests.locust.test_headless import assert_metrics_match_locust
 
 pytestmark = pytest.mark.integration
-SWARM = ("-u", "8", "-r", "8", "-t", "4s", "--mix", "unary=4,server_stream=1,upload=1")
+# The test stops the swarm itself once it has seen it running; the run time only bounds it.
+SWARM = ("-u", "8", "-r", "8", "-t", "60s", "--mix", "unary=4,server_stream=1,upload=1")
+
+
+def calls(run: LocustRun, protocol: str, kind: str) -> float:
+    return total(run.metrics(), "wirelab_client_requests_total", protocol=protocol, kind=kind)
 
 
 def check_run(run: LocustRun, workers: int) -> None:
-    wait_for("users on workers", lambda: run.metrics()[("wirelab_client_users", ())] == 8, 20)
+    # A busy host can start the workers late or slowly: wait for the swarm rather than assume it
+    # is still running at some moment of a fixed run time.
+    wait_for("users on workers", lambda: run.metrics()[("wirelab_client_users", ())] == 8, 40)
     samples = run.metrics()
     assert samples[("wirelab_client_workers", ())] == workers
     instances = {
         dict(ls)["instance_name"] for n, ls in samples if n == "wirelab_client_cpu_usage_ratio"
     }
     assert "master" in instances and len(instances) == workers + 1, instances
-    run.wait_stopped()
+    wait_for(
+        "calls reported",
+        lambda: calls(run, "rest", "unary") * calls(run, "grpc", "server_stream") > 0,
+        30,
+    )
+    run.stop_swarm()
+    run.wait_stopped(workers)
+    stopped = time.monotonic()
     counts = assert_metrics_match_locust(run)
     assert counts[("rest", "unary")] > 0 and counts[("grpc", "server_stream")] > 0
     assert all(int(r["Failure Count"]) == 0 for r in run.stats_rows())
     # Prometheus scrapes only the master; the workers serve no /metrics of their own.
     requests = total(run.metrics(), "wirelab_client_requests_total")
     assert requests == sum(counts.values())
+    # "stopped" is final: had a worker held calls back, its next periodic report would have
+    # brought them by now.
+    time.sleep(max(0.0, stopped + WORKER_REPORT_INTERVAL + 1 - time.monotonic()))
+    assert total(run.metrics(), "wirelab_client_requests_total") == requests
 
 
 def test_master_and_two_workers(services: Services, locust_run: LocustRun) -> None:
