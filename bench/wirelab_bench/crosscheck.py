@@ -63,8 +63,8 @@ class Figures:
 
 
 def ghz(binary: str, lab: Lab, rate: float, conns: int, seconds: int) -> Figures:
-    # The .proto rather than server reflection: ghz 0.120 answered "Symbol not found" over
-    # reflection here, and the contract file is the source of truth anyway.
+    # The .proto rather than server reflection (which works too): the contract file is the
+    # source of truth, and the server under test then answers no reflection calls.
     cmd = [binary, "--insecure", "--proto", str(PROTO), "--import-paths", str(PROTO.parents[2])]
     cmd += ["--call", "wirelab.v1.WireLab.ProcessOrder", "-d", json.dumps(BODY)]
     cmd += ["--rps", f"{rate:g}", "-c", str(conns), "--connections", str(conns)]
