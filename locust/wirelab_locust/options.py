@@ -35,6 +35,8 @@ OPTIONS: tuple[tuple[str, type, Any, str, bool], ...] = (
     ("step-users", int, 50, "step shape: users added per step", False),
     ("step-seconds", float, 60.0, "step shape: seconds per step", False),
     ("step-max-users", int, 1000, "step shape: stop after this many users", False),
+    ("heartbeat-liveness", int, 30, "master: 1 s heartbeats a worker may miss before it counts "
+     "as gone (Locust's own is 3; one 64 MiB call keeps a worker busy for longer)", False),
     ("metrics-port", int, 9646, "client /metrics port on the master/standalone; 0 = off", False),
     ("metrics-bind", str, "0.0.0.0", "client /metrics bind address", False),
 )  # fmt: skip

@@ -6,6 +6,7 @@ import logging
 from typing import Any
 
 import gevent
+import locust.runners
 from flask import jsonify, request
 from gevent.pywsgi import WSGIServer
 from locust.exception import RPCError
@@ -50,6 +51,10 @@ def _on_init(environment: Any, runner: Any, web_ui: Any = None, **_: Any) -> Non
     if web_ui is not None:
         _protocols_from_web_form(environment, web_ui)
     if isinstance(runner, MasterRunner):
+        # A worker inside one large call (a 64 MiB body decoded and hashed on its event loop)
+        # sends no heartbeat meanwhile; after Locust's 3 missed ones the master drops it and, with
+        # no worker left, stops the whole test. The master reads this global at every heartbeat.
+        locust.runners.HEARTBEAT_LIVENESS = parsed.heartbeat_liveness
 
         def merge(client_id: str, data: dict[str, Any]) -> None:
             OBSERVATIONS.merge(data.get(_REPORT_KEY, []))

@@ -45,8 +45,9 @@ def moved_large_payloads(prometheus: Prometheus) -> set[tuple[str, str]]:
 def large_payload_run(lab: Lab, kind: str) -> None:
     """One short headless run of the lab's Locust image on one blob kind at LARGE_BYTES.
 
-    Standalone, not through the workers: a 64 MiB body keeps a worker's event loop busy for
-    seconds, longer than Locust's 3 s heartbeat liveness, and the master then stops the test."""
+    Standalone, not through the workers: each blob kind's calls run and are checked on their
+    own, and a 64 MiB body keeps an event loop busy for seconds (workers survive that only
+    through the lab's --heartbeat-liveness, well above Locust's default of 3)."""
     protocols = ",".join(p for p, kinds in KINDS_BY_PROTOCOL.items() if kind in kinds)
     users = str(len(protocols.split(",")))  # one user per protocol: at least one call each
     lab.compose(
