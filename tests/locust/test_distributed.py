@@ -3,15 +3,27 @@ request exactly once in /metrics, the same as in its own stats."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 
 import pytest
-from locust.runners import WORKER_REPORT_INTERVAL
 
 from tests.locust.conftest import LOCUSTFILE, LocustRun, Services, free_port, total, wait_for
 from tests.locust.test_headless import assert_metrics_match_locust
 
 pytestmark = pytest.mark.integration
+
+
+def worker_report_interval() -> float:
+    """Locust's periodic worker report interval, read in a child process: importing Locust
+    monkey-patches the importing process with gevent, and pytest's must stay unpatched (grpc
+    tests in the same run hang on a patched process)."""
+    code = "from locust.runners import WORKER_REPORT_INTERVAL as i; print(i)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return float(out.stdout)
+
+
 # The test stops the swarm itself once it has seen it running; the run time only bounds it.
 SWARM = ("-u", "8", "-r", "8", "-t", "60s", "--mix", "unary=4,server_stream=1,upload=1")
 
@@ -46,7 +58,7 @@ def check_run(run: LocustRun, workers: int) -> None:
     assert requests == sum(counts.values())
     # "stopped" is final: had a worker held calls back, its next periodic report would have
     # brought them by now.
-    time.sleep(max(0.0, stopped + WORKER_REPORT_INTERVAL + 1 - time.monotonic()))
+    time.sleep(max(0.0, stopped + worker_report_interval() + 1 - time.monotonic()))
     assert total(run.metrics(), "wirelab_client_requests_total") == requests
 
 
