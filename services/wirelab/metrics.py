@@ -193,6 +193,18 @@ class ServerMetrics:
             registry=registry,
         )
         info.labels(protocol, concurrency).set(1)
+        # Every instrument, in registration order (the order an exposition lists them in).
+        self.instruments: tuple[Counter | Gauge | Histogram, ...] = (
+            self.requests,
+            self.duration,
+            self.first_message,
+            self.request_bytes,
+            self.response_bytes,
+            self.messages_received,
+            self.messages_sent,
+            self.in_flight,
+            info,
+        )
         self._bound: dict[str, KindInstruments] = {}
         flush_first.metrics = self
         self._preinitialise(KINDS_BY_PROTOCOL[protocol])
@@ -273,19 +285,26 @@ class ServerMetrics:
         collection (so a scrape always sees every call) and every FLUSH_EVERY records."""
         with self._flush_lock:
             # popleft is atomic: whatever other threads append meanwhile waits for the next
-            # flush, never lost. The rest is column-wise, in C where it can be.
-            starts = self._starts
-            started = collections.Counter([starts.popleft() for _ in range(len(starts))])
+            # flush, never lost. Finished calls are taken first: each one's start was queued
+            # before it, so it is taken too and the in-flight gauge never dips below zero (a
+            # call that starts and ends between the two takes counts as in flight until the
+            # next flush). The rest is column-wise, in C where it can be.
             queue = self._queue
             batch = [queue.popleft() for _ in range(len(queue))]
+            starts = self._starts
+            started = collections.Counter([starts.popleft() for _ in range(len(starts))])
             kinds = set(started) | set(map(operator.itemgetter(0), batch))
             for bound in kinds:
                 mine = batch if len(kinds) == 1 else [r for r in batch if r[0] is bound]
                 bound.apply(started[bound], mine)
 
 
-# Small enough that a batch stays in cache (measured: 256 beat 4096 on requests per CPU-second).
-FLUSH_EVERY = 256
+# Queued calls are applied at every scrape (the lab scrapes each second) and at the latest after
+# this many starts, which bounds the queue (about 3 MB). Larger batches cost less per call: a
+# flush touches the instruments and evicts the request path from the cache. Measured in-process
+# (FastAPI app, POST /v1/orders, interleaved): metrics cost 5.8 us a call flushing every 256
+# starts, 4.3 us every 4096, 3.3 us every 16384.
+FLUSH_EVERY = 16384
 
 
 class _FlushFirst(Collector):

@@ -5,8 +5,9 @@ from __future__ import annotations
 import sys
 from typing import NoReturn
 
-from prometheus_client import REGISTRY, start_http_server
+from prometheus_client import CollectorRegistry
 
+from wirelab.exposition import Exposition, start_server
 from wirelab.metrics import ServerMetrics
 from wirelab.settings import Settings
 
@@ -18,16 +19,18 @@ def fail_to_listen(prog: str, what: str, host: str, port: int, exc: BaseExceptio
 
 
 def instruments(settings: Settings, protocol: str, concurrency: str) -> ServerMetrics | None:
-    """The server metrics in the default registry, or None when WIRELAB_METRICS=off."""
-    return ServerMetrics(protocol, REGISTRY, concurrency) if settings.metrics else None
+    """The server metrics (in a registry of their own: the metrics port renders them itself), or
+    None when WIRELAB_METRICS=off."""
+    return ServerMetrics(protocol, CollectorRegistry(), concurrency) if settings.metrics else None
 
 
-def serve_metrics(settings: Settings, prog: str) -> None:
-    """Serve the default registry (with its process_* and python_* collectors) on the metrics
-    port from prometheus_client's own thread: both services expose it the same way, off the API
-    port, even with instrumentation off."""
+def serve_metrics(settings: Settings, prog: str, metrics: ServerMetrics | None) -> None:
+    """Serve ``metrics`` and the default registry's process_* and python_* collectors on the
+    metrics port from a thread of its own: both services expose them the same way, off the API
+    port, the process figures even with instrumentation off (wirelab/exposition.py)."""
+    exposition = None if metrics is None else Exposition(metrics.instruments, metrics.flush)
     try:
-        start_http_server(settings.metrics_port, settings.host, registry=REGISTRY)
+        start_server(settings.host, settings.metrics_port, exposition)
     except OSError as exc:
         fail_to_listen(prog, "metrics", settings.host, settings.metrics_port, exc)
 

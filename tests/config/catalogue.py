@@ -44,8 +44,8 @@ def catalogue() -> dict[str, str]:
 def server_metric_names() -> set[str]:
     """Sample names a service exposes: a real ServerMetrics per protocol, exposition parsed.
 
-    The services register on prometheus_client's default REGISTRY (wirelab/serving.py), which
-    also carries the process, platform and GC collectors: registered here too.
+    The services' /metrics also carries prometheus_client's default REGISTRY with its process,
+    platform and GC collectors (wirelab/serving.py): registered here too.
     """
     names: set[str] = set()
     for protocol in PROTOCOLS:  # one process, so one registry, per protocol

@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 import threading
 
+import pytest
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from wirelab import metrics
 from wirelab.metrics import DURATION_BUCKETS, ServerMetrics
@@ -50,10 +51,11 @@ def test_queued_calls_are_visible_at_every_collection() -> None:
     assert requests(registry, "grpc", "bidi", "cancelled", "CANCELLED") == 1
 
 
-def test_many_threads_lose_no_call() -> None:
+def test_many_threads_lose_no_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(metrics, "FLUSH_EVERY", 64)  # flushes happen while others append
     registry = CollectorRegistry()
     m = ServerMetrics("rest", registry, "sync")
-    per_thread = metrics.FLUSH_EVERY  # enough to trigger flushes while others append
+    per_thread = 40 * metrics.FLUSH_EVERY
 
     def work() -> None:
         for _ in range(per_thread):

@@ -29,7 +29,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     config = settings.load(argv, prog=PROG, description="wirelab REST service (FastAPI)")
     sock = listen(config.host, config.rest_port)
     metrics = serving.instruments(config, "rest", config.rest_handlers)
-    serving.serve_metrics(config, PROG)
+    serving.serve_metrics(config, PROG, metrics)
     ws_max = max(_WS_MIN_MAX_SIZE, config.limits.max_message_bytes * 4 // 3 + 4096)
     server = uvicorn.Server(
         uvicorn.Config(

@@ -105,7 +105,7 @@ async def serve_aio(settings: Settings) -> None:
     except OSError as exc:
         _cannot_listen(settings, exc)
     # The metrics port is bound only once the API port is ours: a taken API port fails first.
-    serving.serve_metrics(settings, PROG)
+    serving.serve_metrics(settings, PROG, metrics)
     await server.start()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -124,7 +124,7 @@ def serve_sync(settings: Settings) -> None:
         server, health_servicer, _ = build_sync(settings, metrics, settings.grpc_port)
     except OSError as exc:
         _cannot_listen(settings, exc)
-    serving.serve_metrics(settings, PROG)
+    serving.serve_metrics(settings, PROG, metrics)
     server.start()
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
