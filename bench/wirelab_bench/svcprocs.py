@@ -28,6 +28,7 @@ class Service:
     protocol: str
     address: str  # http://127.0.0.1:port for REST, 127.0.0.1:port for gRPC
     process: psutil.Process
+    metrics_url: str  # the service's /metrics, on its own port
 
     def cpu_seconds(self) -> float:
         """User + system CPU of the whole process (all threads) so far."""
@@ -43,14 +44,16 @@ def service(protocol: str, cpu: int, extra: Sequence[str] = ()) -> Iterator[Serv
         ("wirelab.rest", "--rest-port") if protocol == "rest" else ("wirelab.rpc", "--grpc-port")
     )
     cmd = [sys.executable, "-m", module, "--host", "127.0.0.1", flag, str(port)]
-    cmd += ["--metrics-port", str(free_port()), *extra]
+    metrics_port = free_port()
+    cmd += ["--metrics-port", str(metrics_port), *extra]
     proc = subprocess.Popen(
         cmd, preexec_fn=lambda: pin(cpu), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
     )
     address = f"http://127.0.0.1:{port}" if protocol == "rest" else f"127.0.0.1:{port}"
     try:
         wait_healthy(address, address, (protocol,), timeout=30)
-        yield Service(protocol, address, psutil.Process(proc.pid))
+        metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"
+        yield Service(protocol, address, psutil.Process(proc.pid), metrics_url)
     finally:
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=30)

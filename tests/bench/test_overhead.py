@@ -1,0 +1,99 @@
+"""The observer-effect benchmark scrapes like the lab's Prometheus and pairs its rounds."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+import yaml
+from wirelab_bench import overhead
+from wirelab_bench.overhead import Run, paired_ratios, scraping
+
+PROMETHEUS_YML = Path(__file__).resolve().parents[2] / "prometheus" / "prometheus.yml"
+
+
+def _seconds(duration: str) -> float:
+    units = {"ms": 0.001, "s": 1.0, "m": 60.0}
+    for unit in sorted(units, key=len, reverse=True):
+        if duration.endswith(unit):
+            return float(duration[: -len(unit)]) * units[unit]
+    raise ValueError(duration)
+
+
+def test_default_scrape_interval_is_the_labs() -> None:
+    config = yaml.safe_load(PROMETHEUS_YML.read_text())
+    jobs = {job["job_name"]: job for job in config["scrape_configs"]}
+    default = next(k[2] for k in overhead.KNOBS if k[0] == "scrape-interval")
+    for job in ("rest", "grpc"):
+        interval = jobs[job].get("scrape_interval", config["global"]["scrape_interval"])
+        assert _seconds(interval) == default, f"{job} is scraped every {interval}"
+
+
+def test_paired_ratios_pair_each_round() -> None:
+    on = [Run(90, 1.0, 1.0), Run(45, 1.0, 0.5)]
+    off = [Run(100, 1.0, 1.0), Run(200, 1.0, 2.0)]
+    assert paired_ratios(on, off, "per_cpu") == [0.9, 0.9]
+    assert paired_ratios(on, off, "rps") == [0.9, 0.225]
+
+
+class _Recorder(BaseHTTPRequestHandler):
+    seen: ClassVar[list[dict[str, str]]] = []
+    status = 200
+
+    def do_GET(self) -> None:
+        type(self).seen.append(dict(self.headers))
+        self.send_response(type(self).status)
+        self.send_header("Content-Length", "5")
+        self.end_headers()
+        self.wfile.write(b"x 1\n\n")
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def target() -> Iterator[str]:
+    _Recorder.seen, _Recorder.status = [], 200
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/metrics"
+    server.shutdown()
+    server.server_close()
+
+
+def test_scraping_asks_like_prometheus_at_the_interval(target: str) -> None:
+    with scraping(target, 0.05) as sizes:
+        time.sleep(0.4)
+    assert 3 <= len(sizes) <= 9
+    assert set(sizes) == {5}
+    assert len(_Recorder.seen) == len(sizes)
+    assert _Recorder.seen[0]["Accept"].startswith("application/openmetrics-text")
+    assert _Recorder.seen[0]["Accept-Encoding"] == "gzip"
+
+
+def test_scraping_off_sends_nothing(target: str) -> None:
+    with scraping(target, 0) as sizes:
+        time.sleep(0.1)
+    assert sizes == []
+    assert _Recorder.seen == []
+
+
+def test_a_failed_scrape_fails_the_run(target: str) -> None:
+    _Recorder.status = 500
+    with pytest.raises(RuntimeError, match=r"scraping .* failed"), scraping(target, 0.02):
+        time.sleep(0.2)
+
+
+def test_median_interval_is_the_binomial_one() -> None:
+    # The textbook ranks for 30 values at 95 %: the 10th and the 21st.
+    assert overhead.median_interval([float(v) for v in range(30, 0, -1)]) == (10.0, 21.0)
+    # Five values cannot pin the median at 95 % (1/32 per tail): the whole range.
+    assert overhead.median_interval([3.0, 1.0, 2.0, 5.0, 4.0]) == (1.0, 5.0)
+    low, high = overhead.median_interval([0.9] * 10 + [1.0] * 11)
+    assert low == 0.9
+    assert high == 1.0
