@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import bisect
 import collections
-import operator
+import itertools
 import threading
 import time
 from collections.abc import Iterable, Sequence
@@ -125,12 +125,17 @@ class ServerMetrics:
             raise ValueError(f"unknown protocol {protocol!r}")
         self.protocol = protocol
         kind = ("protocol", "kind")
-        # Started calls and finished-call records (see record), applied by flush().
+        # Started calls and finished-call records (see record), applied by flush(). Records
+        # lie flat in the queue, RECORD_FIELDS items each, added by one atomic ``extend``: a
+        # tuple per call kept until the flush would survive the garbage collector's young
+        # generation and drive it. Measured in-process, 100,000 REST calls: with a queued tuple
+        # each, 255 young, 23 middle and 2 full collections (0.65 us a call); flat, none, as
+        # with metrics off.
         self._starts: collections.deque[KindInstruments] = collections.deque()
-        self._queue: collections.deque[tuple[Any, ...]] = collections.deque()
-        # record() without its own frame, for the REST middleware's hot path: append a tuple
-        # laid out as record's arguments.
-        self.enqueue = self._queue.append
+        self._queue: collections.deque[Any] = collections.deque()
+        # record() without its own frame, for the REST middleware's hot path: extend by a
+        # tuple laid out as record's arguments.
+        self.enqueue = self._queue.extend
         self._flush_lock = threading.Lock()
         flush_first = _FlushFirst()
         registry.register(flush_first)
@@ -257,9 +262,9 @@ class ServerMetrics:
         messages_in: int,
         messages_out: int,
     ) -> None:
-        """Queue one finished call: a deque append instead of eight lock round trips; the
+        """Queue one finished call: a deque extend instead of eight lock round trips; the
         instruments are brought up to date in batches (:meth:`flush`)."""
-        self._queue.append(
+        self._queue.extend(
             (
                 bound,
                 outcome,
@@ -290,7 +295,10 @@ class ServerMetrics:
             # call that starts and ends between the two takes counts as in flight until the
             # next flush). The rest is column-wise, in C where it can be.
             queue = self._queue
-            batch = [queue.popleft() for _ in range(len(queue))]
+            # Whole records (see __init__), popped in C. Then column by column: a tuple per
+            # record here would feed the garbage collector what the flat queue starves it of.
+            flat = list(itertools.islice(iter(queue.popleft, _NEVER), len(queue)))
+            columns = [flat[i::RECORD_FIELDS] for i in range(RECORD_FIELDS)]
             starts = self._starts
             started = collections.Counter([starts.popleft() for _ in range(len(starts))])
             for bound in list(self._bound.values()):
@@ -300,12 +308,19 @@ class ServerMetrics:
                 if arrived != bound.arrived_applied:
                     started[bound] += arrived - bound.arrived_applied
                     bound.arrived_applied = arrived
-            kinds = set(started) | set(map(operator.itemgetter(0), batch))
+            kinds = set(started) | set(columns[0])
             for bound in kinds:
-                mine = batch if len(kinds) == 1 else [r for r in batch if r[0] is bound]
+                if len(kinds) == 1:
+                    mine = columns
+                else:
+                    rows = [i for i, b in enumerate(columns[0]) if b is bound]
+                    mine = [[column[i] for i in rows] for column in columns]
                 bound.apply(started[bound], mine)
 
 
+# Items per queued record: the arguments of ServerMetrics.record.
+RECORD_FIELDS = 9
+_NEVER = object()  # a sentinel no record holds (None does: a call without a first message)
 # Queued calls are applied at every scrape (the lab scrapes each second) and at the latest after
 # this many starts, which bounds the queue (about 3 MB); a power of two, so a counted start can
 # test it with a mask. Larger batches cost less per call: a
@@ -373,17 +388,16 @@ class KindInstruments:
         self.arrived = 0
         self.arrived_applied = 0
 
-    def apply(self, started: int, batch: list[tuple[Any, ...]]) -> None:
-        """Record ``started`` new calls and a batch of finished ones (see ServerMetrics.record)."""
-        if started != len(batch):
-            self.in_flight.inc(started - len(batch))
-        if not batch:
+    def apply(self, started: int, columns: list[list[Any]]) -> None:
+        """Record ``started`` new calls and a batch of finished ones, given as one list per
+        argument of ServerMetrics.record."""
+        _, outcomes, codes, durations, firsts, bytes_in, bytes_out, msgs_in, msgs_out = columns
+        total = len(outcomes)
+        if started != total:
+            self.in_flight.inc(started - total)
+        if not total:
             return
         m, p, k = self._metrics, self._metrics.protocol, self.kind
-        _, outcomes, codes, durations, firsts, bytes_in, bytes_out, msgs_in, msgs_out = zip(
-            *batch, strict=True
-        )
-        total = len(batch)
         # Usually every call in a batch ended alike: two C counts instead of a Counter of pairs.
         if codes.count(codes[0]) == total and outcomes.count(outcomes[0]) == total:
             ended = {(outcomes[0], codes[0]): total}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import random
 import threading
 
@@ -70,3 +71,18 @@ def test_many_threads_lose_no_call(monkeypatch: pytest.MonkeyPatch) -> None:
     assert (
         value(registry, "wirelab_server_requests_in_flight", protocol="rest", kind="download") == 0
     )
+
+
+def test_queued_records_are_not_tracked_by_the_garbage_collector() -> None:
+    registry = CollectorRegistry()
+    m = ServerMetrics("grpc", registry, "aio")
+    m.start("unary").finish("ok", "OK")
+    gc.collect()
+    tracked = len(gc.get_objects())
+    for i in range(2000):
+        call = m.start("unary")
+        call.received(10)
+        call.sent(i)
+        call.finish("ok", "OK")
+    assert len(gc.get_objects()) - tracked < 100
+    assert requests(registry, "grpc", "unary", "ok", "OK") == 2001

@@ -5,6 +5,7 @@ with a Content-Length) and the general path must record every call exactly once.
 from __future__ import annotations
 
 import asyncio
+import gc
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -139,3 +140,21 @@ async def test_in_flight_while_the_app_runs() -> None:
     release.set()
     await task
     assert value(registry, "wirelab_server_requests_in_flight", **labels) == 0
+
+
+async def test_queued_calls_give_the_garbage_collector_nothing_to_track() -> None:
+    # Records wait in the queue until a scrape; a tracked object per call would drive young
+    # collections and promotions (measured 0.65 us a call). Scalars in a flat queue are untracked.
+    async def inner(scope: Scope, receive: Receive, send: Send) -> None:
+        await receive()
+        await _answer(send, 200, b"{}")
+
+    app, registry = _measured(inner)
+    scope = _scope("POST", "/v1/orders", len(BODY))
+    await _call(app, dict(scope))
+    gc.collect()
+    tracked = len(gc.get_objects())
+    for _ in range(2000):
+        await _call(app, dict(scope))
+    assert len(gc.get_objects()) - tracked < 100
+    assert requests(registry, "rest", "unary", "ok", "200") == 2001
