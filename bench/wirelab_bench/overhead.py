@@ -12,6 +12,7 @@ out (at saturation, throughput = 1 / CPU per request).
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
@@ -52,11 +53,13 @@ SCRAPE_HEADERS = {
     "Accept-Encoding": "gzip",
 }
 KNOBS = (
-    # Many short rounds rather than a few long ones: identical runs differ by about 6 % here
-    # (same service against itself), so the median needs numbers, and a short round keeps the
-    # two runs of a pair close together in time.
+    # Many short rounds over many process pairs: identical runs differ by about 6 % here, and
+    # one process by up to 4 % from an identical one for its whole life (medians per pair of an
+    # on/on run: 0.955-1.079), so the median needs both numbers and fresh processes. A short
+    # round keeps the two runs of a pair close together in time.
     ("seconds", int, 2, "length of one measured run (whole seconds: wrk needs them)"),
-    ("rounds", int, 30, "interleaved on/off rounds per protocol"),
+    ("rounds", int, 32, "interleaved on/off rounds per protocol, over all process pairs"),
+    ("pairs", int, 16, "fresh on/off process pairs per protocol, the rounds split between them"),
     ("connections", int, 32, "concurrent connections (wrk) / concurrent calls (ghz)"),
     ("ghz", str, "", "path of the ghz binary (default: PATH, then ~/go/bin/ghz)"),
     ("protocols", str, "rest,grpc", "comma-separated protocols to measure"),
@@ -228,23 +231,35 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         for protocol in protocols:
             load = load_for(protocol, args.connections, args.ghz, Path(tmp), args.scrape_interval)
-            with ExitStack() as stack:
-                svcs = {
-                    m: stack.enter_context(service(protocol, SERVER_CPU, ("--metrics", m)))
-                    for m in ("on", "off")
-                }
-                for svc in svcs.values():
-                    load(svc, 2)  # warm-up, discarded
-                runs: dict[str, list[Run]] = {"on": [], "off": []}
-                results[protocol] = runs
-                for round_ in range(args.rounds):
-                    # Alternate which variant goes first so drift on a shared machine hits both.
-                    for metrics in ("on", "off") if round_ % 2 == 0 else ("off", "on"):
-                        runs[metrics].append(load(svcs[metrics], args.seconds))
-                    on, off = runs["on"][-1], runs["off"][-1]
-                    print(f"{protocol:4} round {round_}: on {on.rps:8.1f} req/s {on.per_cpu:8.1f} "
-                          f"req/CPU-s | off {off.rps:8.1f} req/s {off.per_cpu:8.1f} req/CPU-s | "
-                          f"on/off {on.per_cpu / off.per_cpu:.3f}", flush=True)  # fmt: skip
+            runs: dict[str, list[Run]] = {"on": [], "off": []}
+            results[protocol] = runs
+            for pair in range(args.pairs):
+                rounds = range(  # this pair's share of the rounds
+                    pair * args.rounds // args.pairs, (pair + 1) * args.rounds // args.pairs
+                )
+                with ExitStack() as stack:
+                    # Fresh processes for each pair: one process can run a few percent faster or
+                    # slower than an identical one for its whole life (memory layout, hash seed),
+                    # which no number of rounds against the same process would average out.
+                    # Which variant starts first alternates too: in an on/on run, the process
+                    # started first measured 1.4 % slower (within noise, but cheap to cancel).
+                    order = ("on", "off") if pair % 2 == 0 else ("off", "on")
+                    svcs = {
+                        m: stack.enter_context(service(protocol, SERVER_CPU, ("--metrics", m)))
+                        for m in order
+                    }
+                    for svc in svcs.values():
+                        load(svc, 2)  # warm-up, discarded
+                    for round_ in rounds:
+                        # Alternate which variant goes first so drift hits both.
+                        for metrics in ("on", "off") if round_ % 2 == 0 else ("off", "on"):
+                            runs[metrics].append(load(svcs[metrics], args.seconds))
+                        on, off = runs["on"][-1], runs["off"][-1]
+                        ratio = on.per_cpu / off.per_cpu
+                        print(f"{protocol:4} pair {pair} round {round_}: on {on.rps:8.1f} req/s "
+                              f"{on.per_cpu:8.1f} req/CPU-s | off {off.rps:8.1f} req/s "
+                              f"{off.per_cpu:8.1f} req/CPU-s | on/off {ratio:.3f}",
+                              flush=True)  # fmt: skip
     print(f"\nmetrics on/off, median of the rounds' ratios, 95 % interval of the median "
           f"(goal >= {GOAL})")  # fmt: skip
     for protocol, runs in results.items():
@@ -259,6 +274,9 @@ def main(argv: list[str] | None = None) -> int:
         )  # fmt: skip
         print(f"{protocol:4} requests per server CPU-second {median:.3f} [{low:.3f}-{high:.3f}]: "
               f"{verdict}; requests per second {statistics.median(rps):.3f}")  # fmt: skip
+        bounds = [p * len(per_cpu) // args.pairs for p in range(args.pairs + 1)]
+        medians = [statistics.median(per_cpu[a:b]) for a, b in itertools.pairwise(bounds) if b > a]
+        print(f"     median of each process pair: {' '.join(f'{m:.3f}' for m in medians)}")
         for metrics in ("on", "off"):
             done = runs[metrics]
             scrapes = sum(r.scrapes for r in done)
