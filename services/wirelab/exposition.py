@@ -31,6 +31,7 @@ from typing import Any, cast
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client import generate_latest as library_render
 from prometheus_client import metrics as library_metrics
+from prometheus_client.exposition import gzip_accepted
 from prometheus_client.utils import floatToGoString
 
 # The library's own number formatting (untyped there).
@@ -97,11 +98,10 @@ class _Family:
             prefixes = self.prefixes.get(labelvalues)
             if prefixes is None:
                 prefixes = self.prefixes[labelvalues] = self._prefixes(labelvalues)
-            if self.kind == "counter":
+            if self.kind != "histogram":
                 out.append(f"{prefixes[0]}{_number(child._value.get())}\n")
-            elif self.kind == "gauge":
-                out.append(f"{prefixes[0]}{_number(child._value.get())}\n")
-                continue
+                if self.kind == "gauge":
+                    continue  # a gauge has no _created series
             else:
                 # Cumulative counts repeat wherever a bucket is empty: formatted when they move.
                 acc, count = 0.0, _ZERO
@@ -152,17 +152,13 @@ def body(exposition: Exposition | None, registry: CollectorRegistry = REGISTRY) 
     return ours + library_render(registry)
 
 
-def _accepts_gzip(header: str | None) -> bool:
-    return any(p.split(";")[0].strip().lower() == "gzip" for p in (header or "").split(","))
-
-
 class _Handler(BaseHTTPRequestHandler):
     server: _MetricsServer
 
     def do_GET(self) -> None:
         payload = self.server.page()
         headers = [("Content-Type", CONTENT_TYPE)]
-        if _accepts_gzip(self.headers.get("Accept-Encoding")):
+        if gzip_accepted(self.headers.get("Accept-Encoding") or ""):
             payload = gzip.compress(payload, compresslevel=GZIP_LEVEL)
             headers.append(("Content-Encoding", "gzip"))
         self.send_response(200)

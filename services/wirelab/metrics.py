@@ -264,7 +264,7 @@ class ServerMetrics:
     ) -> None:
         """Queue one finished call: a deque extend instead of eight lock round trips; the
         instruments are brought up to date in batches (:meth:`flush`)."""
-        self._queue.extend(
+        self.enqueue(
             (
                 bound,
                 outcome,

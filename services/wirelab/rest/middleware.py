@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Awaitable
 from time import perf_counter
 
@@ -79,7 +78,7 @@ class _HttpCall:
     )
 
     def __init__(self, metrics: ServerMetrics, route: _Route, receive: Receive, send: Send) -> None:
-        self.started = time.perf_counter()
+        self.started = perf_counter()
         self.metrics = metrics
         self.route = route
         metrics.enter(route.bound)
@@ -97,7 +96,7 @@ class _HttpCall:
                 route.bound,
                 outcome,
                 code,
-                time.perf_counter() - self.started,
+                perf_counter() - self.started,
                 self.first,
                 self.bytes_in,
                 self.bytes_out,
@@ -125,7 +124,7 @@ class _HttpCall:
             self.bytes_out += len(body)
             self.pieces_out += 1
             if self.first is None and self.route.first:
-                self.first = time.perf_counter() - self.started
+                self.first = perf_counter() - self.started
         if not message.get("more_body", False):
             # Whole-call duration ends here: the last body byte has been handed to the server.
             status = self.status
