@@ -11,6 +11,7 @@ Python processes on the same two cores: what any transport here could reach at b
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import multiprocessing
 import socket
@@ -18,7 +19,7 @@ import statistics
 import struct
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from contextlib import ExitStack
 
 import grpc
@@ -76,8 +77,8 @@ def loopback(port: int) -> Transfer:
     return transfer
 
 
-def _pieces(size: int, step: int) -> Iterator[bytes]:
-    yield from core.chunks(size, step)
+# Upload bodies built once per size, outside the timed transfers (core.payload copies the bytes).
+_body = functools.cache(core.payload)
 
 
 def rest_paths(client: httpx.Client, step: int) -> dict[str, Transfer]:
@@ -101,36 +102,32 @@ def rest_paths(client: httpx.Client, step: int) -> dict[str, Transfer]:
         "rest download chunked": download_chunked,
         "rest download JSON+base64": download_json,
         "rest upload (one body)": lambda size: digest(
-            client.post("/v1/blobs", content=core.payload(size))
+            client.post("/v1/blobs", content=_body(size))
         ),
         "rest upload chunked": lambda size: digest(
-            client.post("/v1/blobs/stream", content=_pieces(size, step))
+            client.post("/v1/blobs/stream", content=core.chunks(size, step))
         ),
         "rest upload JSON+base64": lambda size: digest(
-            client.post(
-                "/v1/blobs/json", json={"data": base64.b64encode(core.payload(size)).decode()}
-            )
+            client.post("/v1/blobs/json", json={"data": base64.b64encode(_body(size)).decode()})
         ),
     }
 
 
 def grpc_paths(stub: pb_grpc.WireLabStub, step: int) -> dict[str, Transfer]:
-    def download(size: int) -> tuple[int, str]:
-        data = stub.Download(pb.BlobRequest(size=size)).data
-        return len(data), hashlib.sha256(data).hexdigest()
+    # Downloads return the bytes: measure() hashes them once the clock has stopped, as for REST.
+    def download(size: int) -> bytes:
+        return stub.Download(pb.BlobRequest(size=size)).data
 
-    def download_chunked(size: int) -> tuple[int, str]:
-        data = b"".join(
-            c.data for c in stub.DownloadStream(pb.BlobRequest(size=size, chunk_size=step))
-        )
-        return len(data), hashlib.sha256(data).hexdigest()
+    def download_chunked(size: int) -> bytes:
+        chunks = stub.DownloadStream(pb.BlobRequest(size=size, chunk_size=step))
+        return b"".join(c.data for c in chunks)
 
     def upload(size: int) -> tuple[int, str]:
-        reply = stub.Upload(pb.Blob(data=core.payload(size)))
+        reply = stub.Upload(pb.Blob(data=_body(size)))
         return reply.size, reply.sha256
 
     def upload_chunked(size: int) -> tuple[int, str]:
-        reply = stub.UploadStream(pb.Chunk(data=piece) for piece in _pieces(size, step))
+        reply = stub.UploadStream(pb.Chunk(data=piece) for piece in core.chunks(size, step))
         return reply.size, reply.sha256
 
     return {
