@@ -12,7 +12,6 @@ out (at saturation, throughput = 1 / CPU per request).
 
 from __future__ import annotations
 
-import itertools
 import json
 import math
 import os
@@ -212,6 +211,11 @@ def median_interval(values: list[float], confidence: float = 0.95) -> tuple[floa
     return ordered[below - 1], ordered[n - below]
 
 
+def pair_rounds(rounds: int, pairs: int) -> list[range]:
+    """Each process pair's share of the rounds, in order."""
+    return [range(p * rounds // pairs, (p + 1) * rounds // pairs) for p in range(pairs)]
+
+
 def paired_ratios(on: list[Run], off: list[Run], attr: str) -> list[float]:
     """Each round's on/off ratio: the two runs of a round are seconds apart, so slow drift on a
     shared machine cancels out of the ratio instead of adding to the spread of either side."""
@@ -233,10 +237,7 @@ def main(argv: list[str] | None = None) -> int:
             load = load_for(protocol, args.connections, args.ghz, Path(tmp), args.scrape_interval)
             runs: dict[str, list[Run]] = {"on": [], "off": []}
             results[protocol] = runs
-            for pair in range(args.pairs):
-                rounds = range(  # this pair's share of the rounds
-                    pair * args.rounds // args.pairs, (pair + 1) * args.rounds // args.pairs
-                )
+            for pair, rounds in enumerate(pair_rounds(args.rounds, args.pairs)):
                 with ExitStack() as stack:
                     # Fresh processes for each pair: one process can run a few percent faster or
                     # slower than an identical one for its whole life (memory layout, hash seed),
@@ -274,8 +275,11 @@ def main(argv: list[str] | None = None) -> int:
         )  # fmt: skip
         print(f"{protocol:4} requests per server CPU-second {median:.3f} [{low:.3f}-{high:.3f}]: "
               f"{verdict}; requests per second {statistics.median(rps):.3f}")  # fmt: skip
-        bounds = [p * len(per_cpu) // args.pairs for p in range(args.pairs + 1)]
-        medians = [statistics.median(per_cpu[a:b]) for a, b in itertools.pairwise(bounds) if b > a]
+        medians = [
+            statistics.median(per_cpu[r.start : r.stop])
+            for r in pair_rounds(args.rounds, args.pairs)
+            if r
+        ]
         print(f"     median of each process pair: {' '.join(f'{m:.3f}' for m in medians)}")
         for metrics in ("on", "off"):
             done = runs[metrics]

@@ -74,6 +74,8 @@ def report_now(runner: WorkerRunner) -> None:
     web UI or /metrics at "stopped" then misses them. test_stop fires once the users are gone
     and before the worker tells the master it stopped, on the same ordered connection, so the
     master's "stopped" means every call is counted, in Locust's stats and in /metrics alike.
+    The message is the one Locust's periodic report sends (WorkerRunner._send_stats in the
+    pinned 2.47.0), built here rather than by calling that private method.
     """
     data: dict[str, Any] = {}
     fire = runner.environment.events.report_to_master.fire

@@ -6,7 +6,6 @@ import threading
 import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
@@ -14,15 +13,9 @@ import yaml
 from wirelab_bench import overhead
 from wirelab_bench.overhead import Run, paired_ratios, scraping
 
-PROMETHEUS_YML = Path(__file__).resolve().parents[2] / "prometheus" / "prometheus.yml"
+from tests.config.queries import REPO, seconds
 
-
-def _seconds(duration: str) -> float:
-    units = {"ms": 0.001, "s": 1.0, "m": 60.0}
-    for unit in sorted(units, key=len, reverse=True):
-        if duration.endswith(unit):
-            return float(duration[: -len(unit)]) * units[unit]
-    raise ValueError(duration)
+PROMETHEUS_YML = REPO / "prometheus" / "prometheus.yml"
 
 
 def test_default_scrape_interval_is_the_labs() -> None:
@@ -31,7 +24,7 @@ def test_default_scrape_interval_is_the_labs() -> None:
     default = next(k[2] for k in overhead.KNOBS if k[0] == "scrape-interval")
     for job in ("rest", "grpc"):
         interval = jobs[job].get("scrape_interval", config["global"]["scrape_interval"])
-        assert _seconds(interval) == default, f"{job} is scraped every {interval}"
+        assert seconds(interval) == default, f"{job} is scraped every {interval}"
 
 
 def test_paired_ratios_pair_each_round() -> None:

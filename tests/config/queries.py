@@ -59,7 +59,7 @@ def dashboard_queries() -> list[Query]:
     A panel in a repeated row is expanded once per selected value of the repeat variable, as
     Grafana does; elsewhere a multi-value selection becomes the regex ``(a|b)``.
     """
-    step = _seconds(_datasource_time_interval())
+    step = seconds(_datasource_time_interval())
     out: list[Query] = []
     for path in sorted(DASHBOARDS.glob("*.json")):
         board = json.loads(path.read_text())
@@ -73,7 +73,7 @@ def dashboard_queries() -> list[Query]:
                 continue
             # Grafana: $__interval is at least the panel's (else the datasource's) min interval;
             # $__rate_interval is 4x that for a wide panel over the default 15 min range.
-            interval = _seconds(panel.get("interval", "")) or step
+            interval = seconds(panel.get("interval", "")) or step
             builtins = {"__interval": _fmt(interval), "__rate_interval": _fmt(4 * interval)}
             copies = selected[repeat] if repeat else [""]
             for copy in copies:
@@ -140,7 +140,8 @@ def _grafana_range(start: str) -> str:
     return start.removeprefix("now-")
 
 
-def _seconds(duration: str) -> float:
+def seconds(duration: str) -> float:
+    """A Prometheus duration such as ``5s`` or ``1m`` in seconds (0 when it is not one)."""
     match = _DURATION.match(duration)
     return int(match[1]) * _SECONDS[match[2]] if match else 0.0
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import grpc
 
-from wirelab.metrics import Call
+from wirelab.metrics import Call, ServerMetrics
 from wirelab.rpc.kinds import OTHER_KIND, Recorded
 from wirelab.rpc.measure import Handler, MeasuredMethods, rebuild
 
@@ -27,10 +27,7 @@ def _recorded(call: Call, context: Any) -> Recorded:
     return recorded
 
 
-def _behavior(handler: Handler) -> Any:
-    return (
-        handler.unary_unary or handler.unary_stream or handler.stream_unary or handler.stream_stream
-    )
+_BEHAVIORS = ("unary_unary", "unary_stream", "stream_unary", "stream_stream")
 
 
 class SyncMeasuredMethods(MeasuredMethods):
@@ -38,8 +35,20 @@ class SyncMeasuredMethods(MeasuredMethods):
     as the call arrives, the behaviour later in a pool thread (after waiting for a free one and
     reading the request), so each call gets its own handler closing over its arrival time."""
 
+    def __init__(self, metrics: ServerMetrics) -> None:
+        super().__init__(metrics)
+        self._fields: dict[Handler, str] = {}  # measured handler -> its behaviour's field
+
     def arrived(self, handler: Handler) -> Handler:
-        return rebuild(handler, functools.partial(_behavior(handler), time.perf_counter()))
+        # Runs in grpc's one polling thread for every call: the handler's shape is looked up
+        # once per method, and each call only swaps in its behaviour bound to its arrival.
+        field = self._fields.get(handler)
+        if field is None:
+            field = self._fields[handler] = next(
+                f for f in _BEHAVIORS if getattr(handler, f) is not None
+            )
+        bound = functools.partial(getattr(handler, field), time.perf_counter())
+        return handler._replace(**{field: bound})  # type: ignore[attr-defined, no-any-return]
 
     def unknown_method(self, started: float, requests: Any, context: Any) -> Iterator[bytes]:
         with _recorded(self.metrics.start(OTHER_KIND, started), context):
