@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import bisect
 import collections
-import itertools
 import threading
 import time
 from collections.abc import Iterable, Sequence
@@ -131,8 +130,11 @@ class ServerMetrics:
         # generation and drive it. Measured in-process, 100,000 REST calls: with a queued tuple
         # each, 255 young, 23 middle and 2 full collections (0.65 us a call); flat, none, as
         # with metrics off.
-        self._starts: collections.deque[KindInstruments] = collections.deque()
-        self._queue: collections.deque[Any] = collections.deque()
+        # Lists, not deques: appending is as atomic under the GIL, and flush takes a whole batch
+        # with one slice and one slice deletion instead of a popleft per item (measured: 2 ms
+        # for the 45,000 items of 5,000 records, against 0.1 ms).
+        self._starts: list[KindInstruments] = []
+        self._queue: list[Any] = []
         # record() without its own frame, for the REST middleware's hot path: extend by a
         # tuple laid out as record's arguments.
         self.enqueue = self._queue.extend
@@ -262,7 +264,7 @@ class ServerMetrics:
         messages_in: int,
         messages_out: int,
     ) -> None:
-        """Queue one finished call: a deque extend instead of eight lock round trips; the
+        """Queue one finished call: a list extend instead of eight lock round trips; the
         instruments are brought up to date in batches (:meth:`flush`)."""
         self.enqueue(
             (
@@ -289,18 +291,17 @@ class ServerMetrics:
         """Apply the queued starts and finished calls to the instruments. Runs before every
         collection (so a scrape always sees every call) and every FLUSH_EVERY records."""
         with self._flush_lock:
-            # popleft is atomic: whatever other threads append meanwhile waits for the next
-            # flush, never lost. Finished calls are taken first: each one's start was queued
-            # before it, so it is taken too and the in-flight gauge never dips below zero (a
-            # call that starts and ends between the two takes counts as in flight until the
-            # next flush). The rest is column-wise, in C where it can be.
-            queue = self._queue
-            # Whole records (see __init__), popped in C. Then column by column: a tuple per
-            # record here would feed the garbage collector what the flat queue starves it of.
-            flat = list(itertools.islice(iter(queue.popleft, _NEVER), len(queue)))
+            # Each take is a slice of the first n items and a deletion of the same n, both
+            # atomic under the GIL, and other threads only ever append (a whole record in one
+            # extend), so whatever they add meanwhile waits for the next flush, never lost.
+            # Finished calls are taken first: each one's start was queued before it, so it is
+            # taken too and the in-flight gauge never dips below zero (a call that starts and
+            # ends between the two takes counts as in flight until the next flush).
+            flat = _take(self._queue)
+            # Column by column: a tuple per record here would feed the garbage collector what
+            # the flat queue starves it of (see __init__).
             columns = [flat[i::RECORD_FIELDS] for i in range(RECORD_FIELDS)]
-            starts = self._starts
-            started = collections.Counter([starts.popleft() for _ in range(len(starts))])
+            started = collections.Counter(_take(self._starts))
             for bound in list(self._bound.values()):
                 # Starts counted by a single-threaded caller (KindInstruments.arrived), read
                 # after the batch was taken for the same reason as the queued starts.
@@ -320,7 +321,16 @@ class ServerMetrics:
 
 # Items per queued record: the arguments of ServerMetrics.record.
 RECORD_FIELDS = 9
-_NEVER = object()  # a sentinel no record holds (None does: a call without a first message)
+
+
+def _take(queue: list[Any]) -> list[Any]:
+    """Remove and return what ``queue`` holds now (see ServerMetrics.flush)."""
+    count = len(queue)
+    taken = queue[:count]
+    del queue[:count]
+    return taken
+
+
 # Queued calls are applied at every scrape (the lab scrapes each second) and at the latest after
 # this many starts, which bounds the queue (about 2 MB); a power of two, so a counted start can
 # test it with a mask. Larger batches should cost less per call (a flush touches the instruments

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import gc
 import random
+import sys
 import threading
+from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
@@ -63,14 +65,32 @@ def test_many_threads_lose_no_call(monkeypatch: pytest.MonkeyPatch) -> None:
             m.start("download").finish("ok", "200")
 
     threads = [threading.Thread(target=work) for _ in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)  # hand the GIL over often, mid-flush too
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(switch)
     assert requests(registry, "rest", "download", "ok", "200") == 4 * per_thread
     assert (
         value(registry, "wirelab_server_requests_in_flight", protocol="rest", kind="download") == 0
     )
+
+
+def test_a_flush_keeps_what_is_appended_while_it_takes_the_queue() -> None:
+    class AppendsWhileSliced(list[object]):
+        # Another thread's record landing between flush's slice and its deletion.
+        def __getitem__(self, key: Any) -> Any:
+            taken = super().__getitem__(key)
+            self.append("late")
+            return taken
+
+    queue = AppendsWhileSliced(["a", "b"])
+    assert metrics._take(queue) == ["a", "b"]
+    assert queue == ["late"]
 
 
 def test_queued_records_are_not_tracked_by_the_garbage_collector() -> None:
