@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from collections.abc import AsyncIterator, Iterable
 from typing import Any
@@ -13,9 +14,19 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from prometheus_client import CollectorRegistry
 from wirelab import core
+from wirelab.rpc.servicer import AsyncWireLab
+from wirelab.rpc.sync_servicer import SyncWireLab
 from wirelab.v1 import wirelab_pb2 as pb
 
-from tests.services.conftest import SMALL, GrpcTarget, idle, requests, settled, value
+from tests.services.conftest import (
+    SMALL,
+    GrpcTarget,
+    idle,
+    requests,
+    serve_grpc,
+    settled,
+    value,
+)
 
 ORDER = pb.OrderRequest(
     order=pb.Order(
@@ -207,6 +218,49 @@ async def test_client_cancel_mid_stream_counts_cancelled(
     )
     assert cancelled == 1
     assert value(registry, "wirelab_server_requests_in_flight", **labels("server_stream")) == 0
+
+
+async def test_client_cancel_mid_call_counts_cancelled_once(
+    grpc_target: GrpcTarget, registry: CollectorRegistry
+) -> None:
+    slow = pb.OrderRequest(order=pb.Order(order_id="x"), work_ms=300)
+    call = grpc_target.stub.ProcessOrder(slow)
+    in_flight = "wirelab_server_requests_in_flight"
+    assert await settled(lambda: value(registry, in_flight, **labels("unary")), 1) == 1
+    call.cancel()
+    cancelled = await settled(
+        lambda: requests(registry, "grpc", "unary", "cancelled", "CANCELLED"), 1
+    )
+    assert cancelled == 1
+    await idle(registry, "unary")
+    # The behaviour finishing later (the thread-pool server's sleep runs on) records nothing more.
+    await asyncio.sleep(0.4)
+    assert requests(registry, "grpc", "unary", "ok", "OK") == 0
+    sent = value(registry, "wirelab_server_messages_sent_total", **labels("unary"))
+    assert sent == 0
+    assert value(registry, "wirelab_server_messages_received_total", **labels("unary")) == 1
+
+
+@pytest.mark.parametrize("mode", ["aio", "sync"])
+async def test_a_failing_behaviour_counts_a_server_error(
+    mode: str, registry: CollectorRegistry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def broken_async(*_: Any) -> Any:
+        raise RuntimeError("bug")
+
+    def broken_sync(*_: Any) -> Any:
+        raise RuntimeError("bug")
+
+    monkeypatch.setattr(AsyncWireLab, "ProcessOrder", broken_async)
+    monkeypatch.setattr(SyncWireLab, "ProcessOrder", broken_sync)
+    async for target in serve_grpc(mode, registry):
+        status, _ = await _status(target.stub.ProcessOrder(ORDER))
+        assert status == grpc.StatusCode.UNKNOWN
+        failed = await settled(
+            lambda: requests(registry, "grpc", "unary", "server_error", "UNKNOWN"), 1
+        )
+        assert failed == 1
+        await idle(registry, "unary")
 
 
 async def test_health_and_reflection(grpc_target: GrpcTarget, registry: CollectorRegistry) -> None:

@@ -10,8 +10,8 @@ from typing import Any, cast
 import grpc
 import grpc.aio
 
-from wirelab.metrics import Call
-from wirelab.rpc.kinds import OTHER_KIND, Recorded
+from wirelab.metrics import FLUSH_MASK, Call, KindInstruments
+from wirelab.rpc.kinds import OTHER_KIND, Recorded, error_outcome, ok_outcome
 from wirelab.rpc.measure import Handler, MeasuredMethods, rebuild
 
 # When the current call arrived. grpc.aio looks a call's handler up and then runs it in one
@@ -32,10 +32,76 @@ def _recorded(call: Call, context: Any) -> Recorded:
     return recorded
 
 
+class _OneToOne:
+    """One request-response call being measured, with what its done callback records: the
+    fields of one record, without the Call and Recorded objects the streaming shapes use."""
+
+    __slots__ = (
+        "bound",
+        "bytes_in",
+        "bytes_out",
+        "code",
+        "enqueue",
+        "outcome",
+        "replied",
+        "started",
+    )
+
+    def __init__(
+        self, bound: KindInstruments, enqueue: Callable[[Any], None], started: float, size: int
+    ) -> None:
+        self.bound = bound
+        self.enqueue = enqueue
+        self.started = started
+        self.bytes_in = size
+        self.bytes_out = self.replied = 0
+        # As with Recorded: until the behaviour has returned or raised, a call that ends was
+        # abandoned by the client.
+        self.outcome, self.code = "cancelled", "CANCELLED"
+
+    def done(self, _: object) -> None:
+        """The RPC's done callback: after grpc has sent the reply and the status."""
+        took = time.perf_counter() - self.started
+        self.enqueue(
+            (self.bound, self.outcome, self.code, took, None, self.bytes_in, self.bytes_out, 1,
+             self.replied)
+        )  # fmt: skip
+
+
 class AioMeasuredMethods(MeasuredMethods):
     def arrived(self, handler: Handler) -> Handler:
         _ARRIVED.set(time.perf_counter())
         return handler
+
+    def _one_to_one(self, unary: Callable[[Any, Any], Awaitable[Any]], kind: str) -> Any:
+        """The measured behaviour of a request-response method: ``ProcessOrder`` (the kind the
+        observer-effect benchmark saturates) and the one-message ``Upload`` and ``Download``.
+        Records exactly what the general path below does, with fewer Python calls per call,
+        each of which shows in that benchmark: the start counted with ``+= 1``
+        (KindInstruments.arrived: every aio behaviour runs on the event loop's one thread), and
+        one small object per call instead of a Call and a Recorded."""
+        metrics = self.metrics
+        bound = metrics.bound(kind)
+        enqueue = metrics.enqueue
+        arrival = _ARRIVED.get
+
+        async def one_reply(request: Any, context: Any) -> Any:
+            arrived = bound.arrived = bound.arrived + 1
+            if not arrived & FLUSH_MASK:  # bounds the queue between scrapes
+                metrics.flush()
+            call = _OneToOne(bound, enqueue, arrival(), request.ByteSize())
+            context.add_done_callback(call.done)
+            try:
+                reply = await unary(request, context)
+            except BaseException as exc:
+                call.outcome, call.code = error_outcome(context, exc)
+                raise
+            call.outcome, call.code = ok_outcome(context)
+            call.bytes_out = reply.ByteSize()
+            call.replied = 1
+            return reply
+
+        return one_reply
 
     async def unknown_method(self, requests: Any, context: Any) -> None:
         with _recorded(self.metrics.start(OTHER_KIND, _ARRIVED.get()), context):
@@ -45,6 +111,8 @@ class AioMeasuredMethods(MeasuredMethods):
         begin = self.begin
         arrival = _ARRIVED.get
         streaming_in = handler.request_streaming
+        if handler.unary_unary is not None:
+            return rebuild(handler, self._one_to_one(handler.unary_unary, kind))
         if not handler.response_streaming:
             unary = cast(
                 Callable[[Any, Any], Awaitable[Any]], handler.unary_unary or handler.stream_unary
