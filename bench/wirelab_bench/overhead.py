@@ -1,13 +1,14 @@
 """Observer effect: each service with metrics on vs off, small unary at saturation on one core.
 
-Both variants of a service run at once, pinned to the same core; the load tool (wrk for REST,
-ghz for gRPC) is pinned to the other core and drives one variant at a time, in interleaved A/B
-rounds whose order alternates. While a variant is loaded its /metrics is scraped the way the
-lab's Prometheus scrapes it (same interval, same Accept headers), metrics off too: exposing the
-numbers is part of what measuring costs. Prints two on/off ratios per protocol (goal >= 0.95),
-each the median of the rounds' own on/off ratios: requests per second, and requests per server
-CPU-second, which is the saturated-throughput ratio with the other tenants of a shared core taken
-out (at saturation, throughput = 1 / CPU per request).
+Both variants of a service run at once, pinned to the same core, and are loaded at the same
+time: the load tool (wrk for REST, ghz for gRPC) runs once per variant on the other core, each
+saturating its variant, so the two share the core for the whole run and every slowdown of the
+shared machine falls on both alike. While loaded, each variant's /metrics is scraped the way the
+lab's Prometheus scrapes it (same Accept headers, as often per CPU-second of the service as the
+lab's interval gives a service that has a core to itself), metrics off too: exposing the numbers
+is part of what measuring costs. Prints the on/off ratio of requests per server CPU-second (goal
+>= 0.95): at saturation throughput is 1 / CPU per request, and this is that ratio, the median of
+many rounds' own ratios with its 95 % interval.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ import tempfile
 import threading
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,19 +54,20 @@ SCRAPE_HEADERS = {
     "Accept-Encoding": "gzip",
 }
 KNOBS = (
-    # Many short rounds over many process pairs: identical runs differ by about 6 % here, and
-    # one process by up to 4 % from an identical one for its whole life (medians per pair of an
-    # on/on run: 0.955-1.079), so the median needs both numbers and fresh processes. A short
-    # round keeps the two runs of a pair close together in time.
+    # Many short rounds over many process pairs: one process can run a few percent faster or
+    # slower than an identical one for its whole life, so the median needs fresh processes.
     ("seconds", int, 2, "length of one measured run (whole seconds: wrk needs them)"),
-    ("rounds", int, 32, "interleaved on/off rounds per protocol, over all process pairs"),
-    ("pairs", int, 16, "fresh on/off process pairs per protocol, the rounds split between them"),
-    ("connections", int, 32, "concurrent connections (wrk) / concurrent calls (ghz)"),
+    ("rounds", int, 32, "measured rounds per protocol, over all process pairs"),
+    ("pairs", int, 16, "fresh process pairs per protocol, the rounds split between them"),
+    ("connections", int, 32, "concurrent connections (wrk) / concurrent calls (ghz), per variant"),
     ("ghz", str, "", "path of the ghz binary (default: PATH, then ~/go/bin/ghz)"),
     ("protocols", str, "rest,grpc", "comma-separated protocols to measure"),
     # The lab's Prometheus scrapes both services every second (prometheus/prometheus.yml; a test
     # keeps the two equal). 0 turns scraping off, to see what exposition costs.
-    ("scrape-interval", float, 1.0, "seconds between scrapes of the loaded service's /metrics"),
+    ("scrape-interval", float, 1.0, "the lab's seconds between scrapes of a service's /metrics"),
+    # A control run: metrics on against metrics on shows what the method itself reads as a
+    # difference where there is none (expect 1.000, the interval around it is the noise).
+    ("against", str, "off", "what metrics on is compared with: off, or on for a control run"),
 )
 
 
@@ -155,19 +158,14 @@ class Run:
     scrape_bytes: int = 0
 
     @property
-    def rps(self) -> float:
-        return self.requests / self.seconds
-
-    @property
     def per_cpu(self) -> float:
         return self.requests / max(self.cpu_seconds, 1e-9)
 
 
-def load_for(
-    protocol: str, connections: int, ghz: str, tmp: Path, scrape_every: float
-) -> Callable[[Service, int], Run]:
-    """A function that saturates one service for some seconds, scraped as the lab scrapes it, and
-    measures the run."""
+def counter_for(
+    protocol: str, connections: int, ghz: str, tmp: Path
+) -> Callable[[Service, int], int]:
+    """A function that saturates one service for some seconds and returns the calls completed."""
     if protocol == "rest":
         script = tmp / "order.lua"
         body = json.dumps(json.dumps(ORDER))
@@ -184,13 +182,30 @@ def load_for(
         def count(svc: Service, s: int) -> int:
             return ghz_count(binary, svc.address, s, connections)
 
-    def run(svc: Service, seconds: int) -> Run:
-        cpu = svc.cpu_seconds()
-        with scraping(svc.metrics_url, scrape_every) as sizes:
-            requests = count(svc, seconds)
-        return Run(requests, seconds, svc.cpu_seconds() - cpu, len(sizes), sum(sizes))
+    return count
 
-    return run
+
+def together(
+    count: Callable[[Service, int], int],
+    services: Sequence[Service],
+    seconds: int,
+    scrape_interval: float,
+) -> list[Run]:
+    """Load every service at once for ``seconds``, each scraped as the lab scrapes it, and
+    measure each. The services share one core, so each gets 1/n of it: a scrape every n lab
+    intervals keeps scrapes per CPU-second, and calls per scrape, what the lab gives a service
+    that has a core to itself."""
+    every = scrape_interval * len(services)
+    cpu = [svc.cpu_seconds() for svc in services]
+    with ExitStack() as scrapers:
+        sizes = [scrapers.enter_context(scraping(svc.metrics_url, every)) for svc in services]
+        with ThreadPoolExecutor(len(services)) as pool:
+            done = [pool.submit(count, svc, seconds) for svc in services]
+            requests = [future.result() for future in done]
+    return [
+        Run(calls, seconds, svc.cpu_seconds() - before, len(got), sum(got))
+        for calls, svc, before, got in zip(requests, services, cpu, sizes, strict=True)
+    ]
 
 
 def median_interval(values: list[float], confidence: float = 0.95) -> tuple[float, float]:
@@ -216,77 +231,89 @@ def pair_rounds(rounds: int, pairs: int) -> list[range]:
     return [range(p * rounds // pairs, (p + 1) * rounds // pairs) for p in range(pairs)]
 
 
-def paired_ratios(on: list[Run], off: list[Run], attr: str) -> list[float]:
-    """Each round's on/off ratio: the two runs of a round are seconds apart, so slow drift on a
-    shared machine cancels out of the ratio instead of adding to the spread of either side."""
-    return [float(getattr(a, attr)) / float(getattr(b, attr)) for a, b in zip(on, off, strict=True)]
+def paired_ratios(on: list[Run], off: list[Run]) -> list[float]:
+    """Each round's on/off ratio of requests per server CPU-second."""
+    return [a.per_cpu / b.per_cpu for a, b in zip(on, off, strict=True)]
+
+
+def verdict(low: float, high: float, control: bool) -> str:
+    if control:
+        return "control run: what the method reads where nothing differs"
+    if low >= GOAL:
+        return "meets the goal"
+    if high < GOAL:
+        return "MISSES the goal"
+    return "the goal is inside the interval: undecided, run more rounds"
 
 
 def main(argv: list[str] | None = None) -> int:
     prog = "python -m wirelab_bench.overhead"
-    args = parser(prog, __doc__, "WIRELAB_OBSERVER", KNOBS).parse_args(argv)
+    cli = parser(prog, __doc__, "WIRELAB_OBSERVER", KNOBS)
+    args = cli.parse_args(argv)
+    if args.against not in ("off", "on"):
+        cli.error(f"--against must be off or on, not {args.against!r}")
     protocols = [p for p in args.protocols.split(",") if p]
     pin(CLIENT_CPU)  # this process scrapes; the threads it starts inherit the pinning
     every = args.scrape_interval
-    scrape = f"scraped every {every:g}s" if every > 0 else "no scrapes"
-    print(f"server CPU {SERVER_CPU}, load CPU {CLIENT_CPU}, "
-          f"{args.rounds} rounds x {args.seconds}s, {scrape}")  # fmt: skip
-    results: dict[str, dict[str, list[Run]]] = {}
+    scrape = f"scraped as every {every:g}s on a core of their own" if every > 0 else "no scrapes"
+    other = f"metrics {args.against}"
+    print(f"server CPU {SERVER_CPU} (both variants), load CPU {CLIENT_CPU}, metrics on against "
+          f"{other}, {args.rounds} rounds x {args.seconds}s, {scrape}")  # fmt: skip
+    results: dict[str, tuple[list[Run], list[Run]]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for protocol in protocols:
-            load = load_for(protocol, args.connections, args.ghz, Path(tmp), args.scrape_interval)
-            runs: dict[str, list[Run]] = {"on": [], "off": []}
-            results[protocol] = runs
+            count = counter_for(protocol, args.connections, args.ghz, Path(tmp))
+            ons: list[Run] = []
+            others: list[Run] = []
+            results[protocol] = (ons, others)
             for pair, rounds in enumerate(pair_rounds(args.rounds, args.pairs)):
                 with ExitStack() as stack:
                     # Fresh processes for each pair: one process can run a few percent faster or
                     # slower than an identical one for its whole life (memory layout, hash seed),
                     # which no number of rounds against the same process would average out.
-                    # Which variant starts first alternates too: in an on/on run, the process
-                    # started first measured 1.4 % slower (within noise, but cheap to cancel).
-                    order = ("on", "off") if pair % 2 == 0 else ("off", "on")
+                    # Which variant starts first alternates too.
+                    roles = ("on", "other") if pair % 2 == 0 else ("other", "on")
+                    flags = {"on": "on", "other": args.against}
                     svcs = {
-                        m: stack.enter_context(service(protocol, SERVER_CPU, ("--metrics", m)))
-                        for m in order
+                        r: stack.enter_context(
+                            service(protocol, SERVER_CPU, ("--metrics", flags[r]))
+                        )
+                        for r in roles
                     }
-                    for svc in svcs.values():
-                        load(svc, 2)  # warm-up, discarded
+                    on, off = svcs["on"], svcs["other"]
+                    together(count, [on, off], 2, every)  # warm-up, discarded
                     for round_ in rounds:
-                        # Alternate which variant goes first so drift hits both.
-                        for metrics in ("on", "off") if round_ % 2 == 0 else ("off", "on"):
-                            runs[metrics].append(load(svcs[metrics], args.seconds))
-                        on, off = runs["on"][-1], runs["off"][-1]
-                        ratio = on.per_cpu / off.per_cpu
-                        print(f"{protocol:4} pair {pair} round {round_}: on {on.rps:8.1f} req/s "
-                              f"{on.per_cpu:8.1f} req/CPU-s | off {off.rps:8.1f} req/s "
-                              f"{off.per_cpu:8.1f} req/CPU-s | on/off {ratio:.3f}",
-                              flush=True)  # fmt: skip
-    print(f"\nmetrics on/off, median of the rounds' ratios, 95 % interval of the median "
-          f"(goal >= {GOAL})")  # fmt: skip
-    for protocol, runs in results.items():
-        per_cpu = paired_ratios(runs["on"], runs["off"], "per_cpu")
-        rps = paired_ratios(runs["on"], runs["off"], "rps")
-        low, high = median_interval(per_cpu)
-        median = statistics.median(per_cpu)
-        verdict = (
-            "meets the goal" if low >= GOAL
-            else "MISSES the goal" if high < GOAL
-            else "the goal is inside the interval: undecided, run more rounds"
-        )  # fmt: skip
-        print(f"{protocol:4} requests per server CPU-second {median:.3f} [{low:.3f}-{high:.3f}]: "
-              f"{verdict}; requests per second {statistics.median(rps):.3f}")  # fmt: skip
+                        # Which load tool starts first alternates too (microseconds apart).
+                        if round_ % 2 == 0:
+                            a, b = together(count, [on, off], args.seconds, every)
+                        else:
+                            b, a = together(count, [off, on], args.seconds, every)
+                        ons.append(a)
+                        others.append(b)
+                        print(f"{protocol:4} pair {pair} round {round_}: on {a.per_cpu:8.1f} "
+                              f"req/CPU-s ({a.cpu_seconds:.2f} CPU-s) | {args.against} "
+                              f"{b.per_cpu:8.1f} req/CPU-s ({b.cpu_seconds:.2f} CPU-s) | "
+                              f"ratio {a.per_cpu / b.per_cpu:.3f}", flush=True)  # fmt: skip
+    control = args.against == "on"
+    print(f"\nmetrics on/{args.against}, requests per server CPU-second: median of the rounds' "
+          f"ratios, 95 % interval of the median (goal >= {GOAL})")  # fmt: skip
+    for protocol, (ons, others) in results.items():
+        ratios = paired_ratios(ons, others)
+        low, high = median_interval(ratios)
+        median = statistics.median(ratios)
+        print(f"{protocol:4} {median:.3f} [{low:.3f}-{high:.3f}]: "
+              f"{verdict(low, high, control)}")  # fmt: skip
         medians = [
-            statistics.median(per_cpu[r.start : r.stop])
+            statistics.median(ratios[r.start : r.stop])
             for r in pair_rounds(args.rounds, args.pairs)
             if r
         ]
         print(f"     median of each process pair: {' '.join(f'{m:.3f}' for m in medians)}")
-        for metrics in ("on", "off"):
-            done = runs[metrics]
+        for name, done in (("on", ons), (args.against, others)):
             scrapes = sum(r.scrapes for r in done)
             if scrapes:
                 size = sum(r.scrape_bytes for r in done) / scrapes
-                print(f"     metrics {metrics:3}: {scrapes} scrapes, {size / 1024:.1f} KiB each "
+                print(f"     metrics {name:3}: {scrapes} scrapes, {size / 1024:.1f} KiB each "
                       "on the wire")  # fmt: skip
     return 0
 

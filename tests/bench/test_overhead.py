@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, ClassVar
 
@@ -27,11 +28,17 @@ def test_default_scrape_interval_is_the_labs() -> None:
         assert seconds(interval) == default, f"{job} is scraped every {interval}"
 
 
-def test_paired_ratios_pair_each_round() -> None:
+def test_paired_ratios_pair_each_round_per_cpu_second() -> None:
     on = [Run(90, 1.0, 1.0), Run(45, 1.0, 0.5)]
     off = [Run(100, 1.0, 1.0), Run(200, 1.0, 2.0)]
-    assert paired_ratios(on, off, "per_cpu") == [0.9, 0.9]
-    assert paired_ratios(on, off, "rps") == [0.9, 0.225]
+    assert paired_ratios(on, off) == [0.9, 0.9]
+
+
+def test_verdict_needs_the_whole_interval() -> None:
+    assert overhead.verdict(0.95, 0.97, control=False) == "meets the goal"
+    assert overhead.verdict(0.93, 0.949, control=False) == "MISSES the goal"
+    assert "undecided" in overhead.verdict(0.94, 0.96, control=False)
+    assert "control" in overhead.verdict(0.99, 1.01, control=True)
 
 
 class _Recorder(BaseHTTPRequestHandler):
@@ -90,3 +97,45 @@ def test_median_interval_is_the_binomial_one() -> None:
     low, high = overhead.median_interval([0.9] * 10 + [1.0] * 11)
     assert low == 0.9
     assert high == 1.0
+
+
+@dataclass
+class _FakeService:
+    """What together() uses of a Service: its scrape address and its CPU clock."""
+
+    name: str
+    metrics_url: str
+    cpu: list[float]
+
+    def cpu_seconds(self) -> float:
+        return self.cpu.pop(0)
+
+
+def test_together_loads_every_service_at_once_each_scraped_per_its_share(target: str) -> None:
+    spans: dict[str, tuple[float, float]] = {}
+
+    def count(svc: Any, seconds: int) -> int:
+        began = time.monotonic()
+        time.sleep(0.4)
+        spans[svc.name] = (began, time.monotonic())
+        return 100 if svc.name == "a" else 50
+
+    a, b = _FakeService("a", target, [1.0, 1.5]), _FakeService("b", target, [3.0, 3.25])
+    runs = overhead.together(count, [a, b], 2, 0.05)  # type: ignore[list-item]
+    assert max(start for start, _ in spans.values()) < min(end for _, end in spans.values())
+    measured = [(r.requests, r.cpu_seconds, r.per_cpu) for r in runs]
+    assert measured == [(100, 0.5, 200), (50, 0.25, 200)]
+    # Two services share the core: each is scraped every 2 x 0.05 s, 4 times in 0.4 s.
+    for run in runs:
+        assert 2 <= run.scrapes <= 5
+        assert run.scrape_bytes == 5 * run.scrapes
+    assert len(_Recorder.seen) == sum(r.scrapes for r in runs)
+
+
+def test_together_fails_when_a_load_fails(target: str) -> None:
+    def count(svc: Any, seconds: int) -> int:
+        raise RuntimeError("wrk saw errors")
+
+    svc = _FakeService("a", target, [0.0, 0.0])
+    with pytest.raises(RuntimeError, match="wrk saw errors"):
+        overhead.together(count, [svc], 1, 0)  # type: ignore[list-item]
