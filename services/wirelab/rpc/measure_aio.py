@@ -113,10 +113,8 @@ class AioMeasuredMethods(MeasuredMethods):
         streaming_in = handler.request_streaming
         if handler.unary_unary is not None:
             return rebuild(handler, self._one_to_one(handler.unary_unary, kind))
-        if not handler.response_streaming:
-            unary = cast(
-                Callable[[Any, Any], Awaitable[Any]], handler.unary_unary or handler.stream_unary
-            )
+        if not handler.response_streaming:  # one reply to a request stream (UploadStream)
+            unary = cast(Callable[[Any, Any], Awaitable[Any]], handler.stream_unary)
 
             async def one_reply(request: Any, context: Any) -> Any:
                 call, request = begin(kind, arrival(), request, streaming_in, _counted)
