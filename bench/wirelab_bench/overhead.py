@@ -154,7 +154,6 @@ def scraping(url: str, interval: float) -> Iterator[list[int]]:
 @dataclass(frozen=True)
 class Run:
     requests: int
-    seconds: float
     cpu_seconds: float
     scrapes: int = 0
     scrape_bytes: int = 0
@@ -205,7 +204,7 @@ def together(
             done = [pool.submit(count, svc, seconds) for svc in services]
             requests = [future.result() for future in done]
     return [
-        Run(calls, seconds, svc.cpu_seconds() - before, len(got), sum(got))
+        Run(calls, svc.cpu_seconds() - before, len(got), sum(got))
         for calls, svc, before, got in zip(requests, services, cpu, sizes, strict=True)
     ]
 
@@ -257,10 +256,9 @@ def main(argv: list[str] | None = None) -> int:
     protocols = [p for p in args.protocols.split(",") if p]
     pin(CLIENT_CPU)  # this process scrapes; the threads it starts inherit the pinning
     every = args.scrape_interval
-    scrape = f"scraped as every {every:g}s on a core of their own" if every > 0 else "no scrapes"
-    other = f"metrics {args.against}"
+    scrape = f"scraped as the lab scrapes every {every:g}s" if every > 0 else "no scrapes"
     print(f"server CPU {SERVER_CPU} (both variants), load CPU {CLIENT_CPU}, metrics on against "
-          f"{other}, {args.rounds} rounds x {args.seconds}s, {scrape}")  # fmt: skip
+          f"metrics {args.against}, {args.rounds} rounds x {args.seconds}s, {scrape}")  # fmt: skip
     results: dict[str, tuple[list[Run], list[Run]]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for protocol in protocols:
@@ -282,14 +280,14 @@ def main(argv: list[str] | None = None) -> int:
                         )
                         for r in roles
                     }
-                    on, off = svcs["on"], svcs["other"]
-                    together(count, [on, off], 2, every)  # warm-up, discarded
+                    on, other = svcs["on"], svcs["other"]
+                    together(count, [on, other], 2, every)  # warm-up, discarded
                     for round_ in rounds:
                         # Which load tool starts first alternates too (microseconds apart).
                         if round_ % 2 == 0:
-                            a, b = together(count, [on, off], args.seconds, every)
+                            a, b = together(count, [on, other], args.seconds, every)
                         else:
-                            b, a = together(count, [off, on], args.seconds, every)
+                            b, a = together(count, [other, on], args.seconds, every)
                         ons.append(a)
                         others.append(b)
                         print(f"{protocol:4} pair {pair} round {round_}: on {a.per_cpu:8.1f} "

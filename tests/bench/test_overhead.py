@@ -29,8 +29,8 @@ def test_default_scrape_interval_is_the_labs() -> None:
 
 
 def test_paired_ratios_pair_each_round_per_cpu_second() -> None:
-    on = [Run(90, 1.0, 1.0), Run(45, 1.0, 0.5)]
-    off = [Run(100, 1.0, 1.0), Run(200, 1.0, 2.0)]
+    on = [Run(90, 1.0), Run(45, 0.5)]
+    off = [Run(100, 1.0), Run(200, 2.0)]
     assert paired_ratios(on, off) == [0.9, 0.9]
 
 

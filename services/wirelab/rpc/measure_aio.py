@@ -73,7 +73,9 @@ class AioMeasuredMethods(MeasuredMethods):
         _ARRIVED.set(time.perf_counter())
         return handler
 
-    def _one_to_one(self, unary: Callable[[Any, Any], Awaitable[Any]], kind: str) -> Any:
+    def _one_to_one(
+        self, unary: Callable[[Any, Any], Awaitable[Any]], kind: str
+    ) -> Callable[[Any, Any], Awaitable[Any]]:
         """The measured behaviour of a request-response method: ``ProcessOrder`` (the kind the
         observer-effect benchmark saturates) and the one-message ``Upload`` and ``Download``.
         Records exactly what the general path below does, with fewer Python calls per call,
