@@ -237,7 +237,15 @@ def paired_ratios(on: list[Run], off: list[Run]) -> list[float]:
     return [a.per_cpu / b.per_cpu for a, b in zip(on, off, strict=True)]
 
 
-def verdict(low: float, high: float, control: bool) -> str:
+def decides(rounds: int, confidence: float = 0.95) -> bool:
+    """Whether this many rounds give the median a real interval at ``confidence``: with fewer,
+    median_interval falls back to the whole range, which covers the median less often."""
+    return 2 / (1 << rounds) <= 1 - confidence
+
+
+def verdict(low: float, high: float, control: bool, rounds: int) -> str:
+    if not decides(rounds):
+        return "too few rounds for a 95 % interval: undecided"
     if control:
         return "control run: what the method reads where nothing differs"
     if low >= GOAL:
@@ -302,7 +310,7 @@ def main(argv: list[str] | None = None) -> int:
         low, high = median_interval(ratios)
         median = statistics.median(ratios)
         print(f"{protocol:4} {median:.3f} [{low:.3f}-{high:.3f}]: "
-              f"{verdict(low, high, control)}")  # fmt: skip
+              f"{verdict(low, high, control, len(ratios))}")  # fmt: skip
         medians = [
             statistics.median(ratios[r.start : r.stop])
             for r in pair_rounds(args.rounds, args.pairs)

@@ -35,10 +35,17 @@ def test_paired_ratios_pair_each_round_per_cpu_second() -> None:
 
 
 def test_verdict_needs_the_whole_interval() -> None:
-    assert overhead.verdict(0.95, 0.97, control=False) == "meets the goal"
-    assert overhead.verdict(0.93, 0.949, control=False) == "MISSES the goal"
-    assert "undecided" in overhead.verdict(0.94, 0.96, control=False)
-    assert "control" in overhead.verdict(0.99, 1.01, control=True)
+    assert overhead.verdict(0.95, 0.97, control=False, rounds=32) == "meets the goal"
+    assert overhead.verdict(0.93, 0.949, control=False, rounds=32) == "MISSES the goal"
+    assert "undecided" in overhead.verdict(0.94, 0.96, control=False, rounds=32)
+    assert "control" in overhead.verdict(0.99, 1.01, control=True, rounds=32)
+
+
+def test_too_few_rounds_decide_nothing() -> None:
+    # Five rounds: the whole range, which holds the median only 15/16 of the time.
+    assert not overhead.decides(5)
+    assert overhead.decides(6)
+    assert "too few rounds" in overhead.verdict(0.96, 0.97, control=False, rounds=5)
 
 
 class _Recorder(BaseHTTPRequestHandler):
