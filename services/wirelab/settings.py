@@ -42,6 +42,11 @@ KNOBS = (
     Knob("max_message_bytes", "4194304", "largest stream message `size` / ping payload"),
     Knob("max_interval_ms", "10000", "largest stream `interval_ms`"),
     Knob("max_work_ms", "60000", "largest order `work_ms`"),
+    Knob(
+        "payload_budget_bytes",
+        "536870912",
+        "payload bytes all calls in flight may hold; past it calls are refused (0 = no limit)",
+    ),
     Knob("grace_seconds", "10", "SIGTERM drain period in seconds"),
 )
 
@@ -112,6 +117,7 @@ def load(
         max_message_bytes=ints["max_message_bytes"],
         max_interval_ms=ints["max_interval_ms"],
         max_work_ms=ints["max_work_ms"],
+        payload_budget_bytes=ints["payload_budget_bytes"],
     )
     return Settings(
         host=ns["host"],

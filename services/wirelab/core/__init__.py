@@ -1,5 +1,6 @@
 """The shared business core: what a request does, independent of the transport carrying it."""
 
+from wirelab.core.admission import Overloaded, PayloadBudget
 from wirelab.core.blobs import (
     Hasher,
     check_blob_size,
@@ -19,6 +20,8 @@ __all__ = [
     "Hasher",
     "Limits",
     "OrderTotals",
+    "Overloaded",
+    "PayloadBudget",
     "StreamPlan",
     "check_blob_size",
     "check_chunk_size",

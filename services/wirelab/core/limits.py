@@ -20,6 +20,9 @@ class Limits:
     max_message_bytes: int = 4 * MIB
     max_interval_ms: int = 10_000
     max_work_ms: int = 60_000
+    # Payload bytes all calls in flight may hold at once (0: no admission control); well under the
+    # lab's 2 GiB container limit, since a one-message call holds its payload two or three times.
+    payload_budget_bytes: int = 512 * MIB
 
 
 class CoreError(ValueError):
