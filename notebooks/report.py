@@ -104,7 +104,8 @@ def say(text: str) -> None:
     display(Markdown(text))
 
 
-COLORS = {"rest": "tab:orange", "grpc": "tab:blue"}
+# The dashboards' palette (REST blue, gRPC orange); tests/config/test_palette.py holds them equal.
+COLORS = {"rest": "tab:blue", "grpc": "tab:orange"}
 
 
 def grid(n: int, cols: int = 3) -> tuple[Figure, list[Axes]]:
