@@ -209,7 +209,7 @@ IIT_GROUPS = {
     "large_payload": "Handling Large Payloads",
     "streaming": "Streaming Data",
 }
-# The study's own figures (studies/001_*, Tables 6.1 and 6.2), shown beside wirelab's for
+# The IIT study's own figures (docs/studies.md; Tables 6.1 and 6.2), shown beside wirelab's for
 # reference only: other hardware, other code, host-wide CPU, unnamed latency statistic.
 IIT_CPU = {"light": (56.9, 26.7), "medium": (57.4, 27.5), "heavy": (60.8, 31.8)}
 IIT_LAT_THR = {

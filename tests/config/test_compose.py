@@ -12,15 +12,13 @@ import pytest
 from tests.config.queries import REPO
 
 COMPOSE = REPO / "compose.yaml"
-# SPEC: every service others rely on, by name (bench sits behind the "bench" profile).
+# Every service others rely on, by name (bench sits behind the "bench" profile).
 SERVICES = {
     "rest", "grpc", "prometheus", "cadvisor", "node-exporter", "grafana",
     "locust", "locust-worker", "jupyter", "bench",
 }  # fmt: skip
 
-pytestmark = pytest.mark.skipif(
-    not COMPOSE.exists(), reason="compose.yaml is not in the repository yet (lab issue 3)"
-)
+pytestmark = pytest.mark.skipif(not COMPOSE.exists(), reason="compose.yaml is missing")
 
 
 @pytest.fixture(scope="module")

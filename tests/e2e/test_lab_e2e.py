@@ -1,4 +1,4 @@
-"""The real compose lab, booted, loaded and checked the way a user would look at it (issue 6)."""
+"""The real compose lab, booted, loaded and checked the way a user would look at it."""
 
 from __future__ import annotations
 
