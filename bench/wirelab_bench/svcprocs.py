@@ -10,7 +10,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-import psutil  # type: ignore[import-untyped]  # no stubs installed; used for cpu_times only
+import psutil
 
 from wirelab_bench.cell import free_port
 from wirelab_bench.health import wait_healthy
