@@ -8,11 +8,14 @@ import threading
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
+
+if TYPE_CHECKING:
+    from wirelab.core import PayloadBudget
 
 PROTOCOLS = ("rest", "grpc")
 
@@ -199,6 +202,23 @@ class ServerMetrics:
             registry=registry,
         )
         info.labels(protocol, concurrency).set(1)
+        # The payload budget (wirelab.core.admission): 0 capacity until report_budget is called,
+        # which is also what the knob's 0 (admission off) reads as.
+        budget_capacity = Gauge(
+            "wirelab_server_payload_budget_bytes",
+            "Payload bytes the calls in flight may hold at once (0: no admission control)",
+            ["protocol"],
+            registry=registry,
+        )
+        budget_in_use = Gauge(
+            "wirelab_server_payload_in_flight_bytes",
+            "Payload bytes admitted by the budget and held by calls in flight",
+            ["protocol"],
+            registry=registry,
+        )
+        self._budget_capacity = budget_capacity.labels(protocol)
+        self._budget_in_use = budget_in_use.labels(protocol)
+        self._budget: PayloadBudget | None = None
         # Every instrument, in registration order (the order an exposition lists them in).
         self.instruments: tuple[Counter | Gauge | Histogram, ...] = (
             self.requests,
@@ -210,6 +230,8 @@ class ServerMetrics:
             self.messages_sent,
             self.in_flight,
             info,
+            budget_capacity,
+            budget_in_use,
         )
         self._bound: dict[str, KindInstruments] = {}
         flush_first.metrics = self
@@ -230,6 +252,13 @@ class ServerMetrics:
             self.messages_received.labels(p, kind)
             self.messages_sent.labels(p, kind)
             self.in_flight.labels(p, kind)
+
+    def report_budget(self, budget: PayloadBudget) -> None:
+        """Export ``budget``'s capacity and the bytes it has admitted; the in-use figure is read
+        at every flush, so each scrape sees it as it is then, at no cost on the request path."""
+        self._budget = budget
+        self._budget_capacity.set(budget.capacity)
+        self._budget_in_use.set(budget.in_use)
 
     def bound(self, kind: str) -> KindInstruments:
         """The pre-resolved children of ``kind`` (resolved once, then a dict lookup)."""
@@ -290,6 +319,8 @@ class ServerMetrics:
         """Apply the queued starts and finished calls to the instruments. Runs before every
         collection (so a scrape always sees every call) and every FLUSH_EVERY records."""
         with self._flush_lock:
+            if self._budget is not None:
+                self._budget_in_use.set(self._budget.in_use)
             # Each take is a slice of the first n items and a deletion of the same n, both
             # atomic under the GIL, and other threads only ever append (a whole record in one
             # extend), so whatever they add meanwhile waits for the next flush, never lost.

@@ -13,6 +13,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Summ
 from prometheus_client import metrics as library_metrics
 from prometheus_client.parser import text_string_to_metric_families
 from wirelab import exposition
+from wirelab.core import PayloadBudget
 from wirelab.exposition import Exposition
 from wirelab.metrics import ServerMetrics
 
@@ -37,6 +38,9 @@ def _exercised(protocol: str) -> tuple[ServerMetrics, CollectorRegistry]:
     long_call.received(3 * 2**30)
     long_call.finish("server_error", "500" if protocol == "rest" else "INTERNAL")
     open_calls[0].sent(1)
+    budget = PayloadBudget(1000)
+    m.report_budget(budget)
+    budget.acquire(300)
     return m, registry
 
 

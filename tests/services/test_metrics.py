@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from wirelab import metrics
+from wirelab.core import PayloadBudget
 from wirelab.metrics import DURATION_BUCKETS, ServerMetrics
 
 from tests.services.conftest import requests, value
@@ -52,6 +53,23 @@ def test_queued_calls_are_visible_at_every_collection() -> None:
     first = "wirelab_server_time_to_first_message_seconds_count"
     assert value(registry, first, protocol="grpc", kind="bidi") == 1
     assert requests(registry, "grpc", "bidi", "cancelled", "CANCELLED") == 1
+
+
+@pytest.mark.parametrize("protocol", ["rest", "grpc"])
+def test_payload_budget_is_reported_as_it_is_at_each_collection(protocol: str) -> None:
+    registry = CollectorRegistry()
+    m = ServerMetrics(protocol, registry, "async")
+    capacity = "wirelab_server_payload_budget_bytes"
+    in_use = "wirelab_server_payload_in_flight_bytes"
+    # Present before any budget is reported: 0 capacity reads as "no admission control".
+    assert registry.get_sample_value(capacity, {"protocol": protocol}) == 0
+    budget = PayloadBudget(1000)
+    m.report_budget(budget)
+    assert value(registry, capacity, protocol=protocol) == 1000
+    budget.acquire(600)
+    assert value(registry, in_use, protocol=protocol) == 600
+    budget.release(600)
+    assert value(registry, in_use, protocol=protocol) == 0
 
 
 def test_many_threads_lose_no_call(monkeypatch: pytest.MonkeyPatch) -> None:
