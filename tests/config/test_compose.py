@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
+from wirelab_bench.knobs import KNOBS
 
 from tests.config.queries import REPO
 
@@ -69,3 +72,30 @@ def test_prometheus_sees_its_config_with_the_rules_beside_it(config: dict[str, A
         and mounts.get(f"{directory}/rules") == "prometheus/rules"
     )
     assert whole or split, f"prometheus.yml and rules/ must appear under {directory}: {mounts}"
+
+
+def _published(config: dict[str, Any], service: str, container_port: int) -> tuple[str, str]:
+    """(host address, host port) the lab publishes ``container_port`` of ``service`` on."""
+    for port in config["services"][service].get("ports", []):
+        if port["target"] == container_port:
+            return port.get("host_ip", ""), port.get("published", "")
+    raise AssertionError(f"{service} does not publish :{container_port}")
+
+
+def test_wirelab_bench_host_defaults_reach_the_services_metrics(config: dict[str, Any]) -> None:
+    """issue 15: from the host every bench run said "not measured" for both servers' scrapes."""
+    defaults = {name: default for name, _, default, _ in KNOBS}
+    for service, knob in (("rest", "rest_metrics_url"), ("grpc", "grpc_metrics_url")):
+        url = urlsplit(str(defaults[knob]))
+        assert _published(config, service, 9100) == (url.hostname, str(url.port)), knob
+
+
+def test_the_metrics_ports_follow_wirelab_bind() -> None:
+    done = subprocess.run(
+        ["docker", "compose", "config", "--format", "json"], cwd=REPO, capture_output=True,
+        text=True, env={**os.environ, "WIRELAB_BIND": "::1"},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    config = json.loads(done.stdout)
+    assert _published(config, "rest", 9100)[0] == "::1"
+    assert _published(config, "grpc", 9100)[0] == "::1"
