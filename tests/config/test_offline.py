@@ -1,0 +1,163 @@
+"""`make lab`'s first steps (offline/): what is missing is set up or named at once, the image
+choice says why it was made, and a failed choice stops the lab. Docker itself is faked here: a
+`docker` script on PATH that logs its calls and answers as each test says."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.config.queries import REPO
+
+OFFLINE = REPO / "offline"
+NO_ENGINE = "Cannot connect to the Docker daemon at unix:///var/run/docker.sock."
+NO_REGISTRY = 'Error response from daemon: Get "https://registry-1.docker.io/v2/": no such host'
+# `docker` as each test needs it: `info` answers or prints $FAKE_INFO_ERROR; `pull` and
+# `image inspect` of upstream images fail (the stand-ins are "present"); `compose config` is the
+# real plugin, other compose calls succeed; every call is logged to $FAKE_LOG.
+FAKE_DOCKER = """#!/usr/bin/env bash
+echo "$*" >>"$FAKE_LOG"
+case "$1 ${2:-}" in
+    "info "*) [[ -z "${FAKE_INFO_ERROR:-}" ]] || { echo "$FAKE_INFO_ERROR" >&2; exit 1; } ;;
+    "pull "*) echo "$FAKE_PULL_ERROR" >&2; exit 1 ;;
+    "image inspect") [[ "$3" == wirelab/* ]] ;;
+    "compose "*) [[ " $* " == *" config "* ]] && exec "$REAL_DOCKER" "$@"; exit 0 ;;
+esac
+"""
+
+
+@pytest.fixture
+def fake(tmp_path: Path) -> dict[str, str]:
+    """Environment whose PATH has only the fake docker and the system's /usr/bin and /bin (no
+    dockerd, which Debian keeps in /usr/sbin)."""
+    real = shutil.which("docker")
+    if real is None:
+        pytest.fail("the docker CLI with the compose v2 plugin is needed (no engine is)")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "docker").write_text(FAKE_DOCKER)
+    (bin_dir / "docker").chmod(0o755)
+    return {
+        **{k: v for k, v in os.environ.items() if not k.startswith("WIRELAB_")},
+        "PATH": f"{bin_dir}:/usr/bin:/bin",
+        "REAL_DOCKER": real,
+        "FAKE_LOG": str(tmp_path / "docker.log"),
+        "FAKE_PULL_ERROR": NO_REGISTRY,
+    }
+
+
+def add_command(env: dict[str, str], name: str, script: str) -> None:
+    path = Path(env["PATH"].split(":")[0]) / name
+    path.write_text(f"#!/usr/bin/env bash\n{script}\n")
+    path.chmod(0o755)
+
+
+def as_user(env: dict[str, str]) -> None:
+    """`id` says uid 1000, so the scripts take the path of a user without root."""
+    add_command(
+        env, "id", 'case "${1:-}" in -u) echo 1000 ;; -un) echo ann ;; *) echo 1000 ;; esac'
+    )
+
+
+def run(
+    env: dict[str, str], script: str, *args: str
+) -> tuple[subprocess.CompletedProcess[str], float]:
+    """offline/<script> with ``args``; also how long it took."""
+    start = time.monotonic()
+    done = subprocess.run(
+        [str(OFFLINE / script), *args], env=env, cwd=REPO, capture_output=True, text=True,
+        timeout=120,
+    )  # fmt: skip
+    return done, time.monotonic() - start
+
+
+def docker_calls(env: dict[str, str]) -> list[str]:
+    log = Path(env["FAKE_LOG"])
+    return log.read_text().splitlines() if log.exists() else []
+
+
+def test_lab_up_stops_when_the_image_choice_fails(fake: dict[str, str]) -> None:
+    """issue 15: with WIRELAB_OFFLINE=bogus, lab-up went on to `compose up` (pulling)."""
+    done, _ = run({**fake, "WIRELAB_OFFLINE": "bogus"}, "lab-up")
+    assert done.returncode == 2, done.stderr
+    assert "WIRELAB_OFFLINE must be 0, 1 or unset, not 'bogus'" in done.stderr
+    assert set(docker_calls(fake)) <= {"info", "compose version"}, docker_calls(fake)
+
+
+def test_without_an_engine_the_choice_says_so_and_pulls_nothing(fake: dict[str, str]) -> None:
+    """issue 15: it bootstrapped a root file system for 40 s and blamed the registry."""
+    done, seconds = run({**fake, "FAKE_INFO_ERROR": NO_ENGINE}, "env")
+    assert done.returncode == 1
+    assert "offline: no engine answers" in done.stderr and NO_ENGINE in done.stderr
+    assert "registry" not in done.stderr
+    assert docker_calls(fake) == ["info"]
+    assert seconds < 1
+
+
+def test_without_a_registry_the_choice_names_the_registry(fake: dict[str, str]) -> None:
+    done, _ = run(fake, "env")
+    assert done.returncode == 0, done.stderr
+    assert "WIRELAB_OFFLINE=1" in done.stdout.splitlines()
+    assert "offline stand-ins: no registry answers (prom/prometheus:" in done.stderr
+    assert NO_REGISTRY in done.stderr
+    assert any(c.startswith("pull ") for c in docker_calls(fake))
+
+
+def test_a_forced_choice_names_its_knob(fake: dict[str, str]) -> None:
+    done, _ = run({**fake, "WIRELAB_OFFLINE": "0"}, "env")
+    assert done.returncode == 0, done.stderr
+    assert "offline: the pinned images: WIRELAB_OFFLINE=0" in done.stderr
+    assert not any(c.startswith("pull ") for c in docker_calls(fake))
+
+
+@pytest.mark.parametrize(
+    ("dockerd", "info_error", "wanted"),
+    [
+        (False, NO_ENGINE, "no Docker engine answers and Docker is not installed"),
+        (True, NO_ENGINE, "no Docker engine answers;"),
+        (True, "permission denied while trying to connect to the Docker daemon socket",
+         "`sudo usermod -aG docker ann` and a new login"),
+    ],
+)  # fmt: skip
+def test_without_root_make_lab_names_what_is_missing_within_a_second(
+    fake: dict[str, str], dockerd: bool, info_error: str, wanted: str
+) -> None:
+    """issue 15: `unknown shorthand flag: 'f' in -f`, or 40 s before the real cause came out."""
+    as_user(fake)
+    if dockerd:
+        add_command(fake, "dockerd", "exit 1")
+    done, seconds = run({**fake, "FAKE_INFO_ERROR": info_error}, "lab-up")
+    assert done.returncode == 1
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1 and wanted in lines[0], done.stderr
+    assert "usermod" in wanted or f"`sudo {OFFLINE}/docker-ready` sets it up" in lines[0]
+    assert docker_calls(fake) == ["info"]
+    assert seconds < 1
+
+
+def test_apt_need_names_the_packages_and_the_command_without_root(fake: dict[str, str]) -> None:
+    as_user(fake)
+    done, _ = run(fake, "apt-need", "docker:docker.io", "wirelab-absent:wirelab-pkg", "bash")
+    assert done.returncode == 1
+    wanted = "missing wirelab-absent: install with `sudo apt-get install -y wirelab-pkg`"
+    assert done.stderr == wanted + "\n"
+
+
+def test_the_compose_plugin_is_the_go_binary_not_pips_wrapper(
+    fake: dict[str, str], tmp_path: Path
+) -> None:
+    """A plugin that always exits 0 would let a failed `up --wait` look green."""
+    config = tmp_path / "docker-config"
+    (config / "cli-plugins").mkdir(parents=True)
+    (config / "cli-plugins" / "docker-compose").write_text("#!/usr/bin/python3\n")
+    done, _ = run({**fake, "DOCKER_CONFIG": str(config)}, "compose-plugin")
+    assert done.returncode == 0, done.stderr
+    plugin = config / "cli-plugins" / "docker-compose"
+    assert plugin.read_bytes()[:4] == b"\x7fELF"
+    check = subprocess.run([str(plugin), "version"], capture_output=True, text=True, timeout=30)
+    assert check.returncode == 0 and "Docker Compose version" in check.stdout
