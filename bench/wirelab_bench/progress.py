@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from typing import TextIO
 
 
-def _clock(seconds: float) -> str:
+def clock(seconds: float) -> str:
     seconds = max(0, int(seconds + 0.5))
     return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
 
@@ -25,8 +26,8 @@ class Progress:
         if not self.enabled:
             return
         line = (
-            f"[{index + 1}/{self.cells}] {label} | {phase} {_clock(phase_left)} left"
-            f" | run {_clock(run_left)} left"
+            f"[{index + 1}/{self.cells}] {label} | {phase} {clock(phase_left)} left"
+            f" | run {clock(run_left)} left"
         )
         if self.tty:
             self.stream.write("\r\x1b[2K" + line)
@@ -42,3 +43,33 @@ class Progress:
             return
         self.stream.write(("\r\x1b[2K" if self.tty else "") + text + "\n")
         self.stream.flush()
+
+
+class Estimate:
+    """Time left in a run: every cell's planned phases plus a per-cell overhead (Locust start and
+    stop, health and parity checks, Prometheus exports). The overhead starts as a prior and, once
+    cells are done, is their measured mean, so the figure corrects itself as the run goes."""
+
+    def __init__(self, planned: Sequence[float], prior_overhead_s: float) -> None:
+        self.planned = list(planned)
+        self.prior_overhead_s = prior_overhead_s
+        self.spent: list[float] = []  # wall seconds of each cell done, in order
+
+    def cell_done(self, wall_s: float) -> None:
+        self.spent.append(wall_s)
+
+    def overhead_s(self) -> float:
+        done = len(self.spent)
+        if not done:
+            return self.prior_overhead_s
+        return max(0.0, (sum(self.spent) - sum(self.planned[:done])) / done)
+
+    def left(self, in_cell_s: float = 0.0) -> float:
+        """Seconds left in the run, ``in_cell_s`` into the first cell not done. A cell running
+        late counts as about to finish; it never eats into the time of the cells after it."""
+        done = len(self.spent)
+        if done == len(self.planned):
+            return 0.0
+        each = self.overhead_s()
+        current = max(0.0, self.planned[done] + each - in_cell_s)
+        return current + sum(self.planned[done + 1 :]) + each * (len(self.planned) - done - 1)

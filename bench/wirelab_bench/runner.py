@@ -16,7 +16,7 @@ from wirelab_bench.cell import Lab, measure
 from wirelab_bench.health import wait_healthy
 from wirelab_bench.knobs import REPO, Knobs
 from wirelab_bench.parity import ParityError, check_parity
-from wirelab_bench.progress import Progress
+from wirelab_bench.progress import Estimate, Progress, clock
 from wirelab_bench.prom import Prometheus
 from wirelab_bench.results import MANIFEST, new_run_dir, write_json, write_tables
 from wirelab_bench.scenario import CELL_OVERHEAD_S, Cell, Scenario
@@ -96,6 +96,8 @@ def run(scenario: Scenario, knobs: Knobs) -> tuple[int, Path]:
     cells = scenario.cells()
     run_dir = new_run_dir(Path(knobs.results_dir), scenario.name)
     progress = Progress(len(cells), enabled=knobs.progress != "off")
+    estimate = Estimate([c.seconds for c in cells], CELL_OVERHEAD_S)
+    began = time.monotonic()
     reasons: dict[str, str] = {}
     manifest: dict[str, Any] = {
         "scenario": scenario.name,
@@ -112,7 +114,7 @@ def run(scenario: Scenario, knobs: Knobs) -> tuple[int, Path]:
         "missing": reasons,
     }
     write_json(run_dir / MANIFEST, manifest)
-    progress.message(f"results: {run_dir}")
+    progress.message(f"results: {run_dir}; {len(cells)} cells, about {clock(estimate.left())}")
     old = {s: signal.signal(s, _raise_interrupted) for s in (signal.SIGTERM, signal.SIGINT)}
     rows: list[dict[str, Any]] = []
     hist: list[dict[str, Any]] = []
@@ -124,27 +126,27 @@ def run(scenario: Scenario, knobs: Knobs) -> tuple[int, Path]:
         except (httpx.HTTPError, ValueError, KeyError) as exc:
             manifest["servers"] = {"reason": f"{type(exc).__name__}: {exc}"}
         protocols = tuple(dict.fromkeys(p for g in scenario.groups for p in g.protocols))
-        left = scenario.estimated_seconds()
         for cell in cells:
+            started = time.monotonic()
             phase = f"{cell.cell_id}: health"
             wait_healthy(knobs.rest_url, knobs.grpc_target, protocols, knobs.health_timeout_s)
             if len(protocols) == 2:
                 phase = f"{cell.cell_id}: parity"
                 manifest["parity"] = check_parity(knobs.rest_url, knobs.grpc_target)
             phase = f"{cell.cell_id}: measure"
-            base = left
 
-            def tick(step: str, step_left: float, c: Cell = cell, base: float = base) -> None:
-                progress.show(c.index, _label(c), step, step_left, base)
+            def tick(step: str, step_left: float, c: Cell = cell, t0: float = started) -> None:
+                run_left = estimate.left(time.monotonic() - t0)
+                progress.show(c.index, _label(c), step, step_left, run_left)
 
             window, cell_hist = measure(cell, lab, run_dir, tick)
             row = build_row(window, scenario.gates)
             rows.append(row)
             hist += cell_hist
-            left -= cell.seconds + CELL_OVERHEAD_S
             write_tables(run_dir, rows, hist)
             manifest["cells_done"].append(cell.cell_id)
             write_json(run_dir / MANIFEST, manifest)
+            estimate.cell_done(time.monotonic() - started)
             if row["generator_saturated"]:
                 progress.message(f"{cell.cell_id}: load generator saturated (cell marked)")
         manifest["status"] = "complete"
@@ -169,7 +171,9 @@ def run(scenario: Scenario, knobs: Knobs) -> tuple[int, Path]:
         manifest["exit_code"] = code
         write_json(run_dir / MANIFEST, manifest)
     progress.message(
-        f"{manifest['status']}: {len(rows)}/{len(cells)} cells, exit {code}: {run_dir}"
+        f"{manifest['status']}: {len(rows)}/{len(cells)} cells in"
+        f" {clock(time.monotonic() - began)} ({estimate.overhead_s():.1f} s per cell beyond its"
+        f" phases), exit {code}: {run_dir}"
     )
     return code, run_dir
 
