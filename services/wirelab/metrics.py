@@ -101,7 +101,10 @@ def http_outcome(status: int) -> str:
         return "cancelled"
     if status in (408, 504):
         return "timeout"
-    if status < 500:
+    # 503 is the REST service refusing a call for load (payload budget, concurrency limit):
+    # counted as gRPC counts its RESOURCE_EXHAUSTED for the same refusal, so one event reads
+    # alike on both sides; the raw code tells a refusal for load from a refusal for size (413).
+    if status < 500 or status == 503:
         return "client_error"
     return "server_error"
 

@@ -11,8 +11,9 @@ from fastapi.responses import StreamingResponse
 from starlette.websockets import WebSocketDisconnect
 
 from wirelab import core
-from wirelab.core import CoreError, Limits, OrderTotals, StreamPlan
+from wirelab.core import CoreError, Limits, OrderTotals, PayloadBudget, StreamPlan
 from wirelab.rest import codec
+from wirelab.rest.bodies import DrainedResponse, body_reader, check_declared_length
 from wirelab.rest.models import Blob, BlobDigest, BlobUpload, OrderReply, OrderRequest
 
 P = ParamSpec("P")
@@ -55,36 +56,13 @@ def _reply(request: OrderRequest, totals: OrderTotals) -> OrderReply:
     )
 
 
-def _check_declared_length(request: Request, limit: int) -> None:
-    # Refuse an announced oversize body before reading a byte of it.
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise CoreError(f"body of {declared} bytes is over the limit of {limit}", over_limit=True)
-
-
-def body_reader(limit: int) -> Callable[[Request], Awaitable[bytes]]:
-    """A dependency that reads a whole request body, refusing it once it passes ``limit``."""
-
-    async def read_body(request: Request) -> bytes:
-        _check_declared_length(request, limit)
-        parts: list[bytes] = []
-        total = 0
-        async for part in request.stream():
-            total += len(part)
-            if total > limit:
-                raise CoreError(f"body is over the limit of {limit} bytes", over_limit=True)
-            parts.append(part)
-        return b"".join(parts)
-
-    return read_body
-
-
 def _blob_headers(size: int) -> dict[str, str]:
     return {"x-wirelab-size": str(size), "x-wirelab-sha256": core.digest(size)}
 
 
-def build_router(limits: Limits, sync: bool) -> APIRouter:
-    """All contract routes. ``sync`` picks plain ``def`` handlers, run in FastAPI's thread pool."""
+def build_router(limits: Limits, sync: bool, budget: PayloadBudget) -> APIRouter:
+    """All contract routes. ``sync`` picks plain ``def`` handlers, run in FastAPI's thread pool;
+    one-message uploads and downloads hold their body's bytes in ``budget`` (bodies.py)."""
     router = APIRouter(prefix="/v1")
     cpu = (lambda fn: fn) if sync else on_loop
     # base64 makes a JSON body 4/3 of the blob; allow that plus the JSON around it.
@@ -114,18 +92,18 @@ def build_router(limits: Limits, sync: bool) -> APIRouter:
         lines = ndjson_sync(plan, encoded) if sync else ndjson_async(plan, encoded)
         return StreamingResponse(lines, media_type=NDJSON)
 
-    def upload(body: bytes = Depends(body_reader(limits.max_payload_bytes))) -> BlobDigest:
+    def upload(body: bytes = Depends(body_reader(limits.max_payload_bytes, budget))) -> BlobDigest:
         size, sha = core.hash_blob(body, limits)
         return BlobDigest(size=size, sha256=sha)
 
-    def upload_json(body: bytes = Depends(body_reader(json_limit))) -> BlobDigest:
+    def upload_json(body: bytes = Depends(body_reader(json_limit, budget))) -> BlobDigest:
         text = BlobUpload.model_validate_json(body).data
         size, sha = core.hash_blob(codec.decode_b64(text, "data"), limits)
         return BlobDigest(size=size, sha256=sha)
 
     async def upload_stream(request: Request) -> BlobDigest:
         # Async in both modes: Starlette exposes the body as a stream to async code only.
-        _check_declared_length(request, limits.max_payload_bytes)
+        check_declared_length(request, limits.max_payload_bytes)
         hasher = core.Hasher(limits)
         async for part in request.stream():
             hasher.update(part)
@@ -133,13 +111,26 @@ def build_router(limits: Limits, sync: bool) -> APIRouter:
 
     def download(size: int = 0) -> Response:
         core.check_blob_size(size, limits)
-        return Response(core.payload(size), media_type=OCTETS, headers=_blob_headers(size))
+        budget.acquire(size)  # released by the response once its body has left the process
+        try:
+            body = core.payload(size)
+            headers = _blob_headers(size)
+        except BaseException:
+            budget.release(size)
+            raise
+        return DrainedResponse(body, budget, size, OCTETS, headers)
 
     def download_json(size: int = 0) -> Response:
         core.check_blob_size(size, limits)
-        data = codec.b64(core.payload(size)).decode("ascii")
-        blob = Blob(data=data, size=size, sha256=core.digest(size))
-        return Response(blob.model_dump_json(), media_type="application/json")
+        held = (size + 2) // 3 * 4  # the base64 text, most of the body
+        budget.acquire(held)
+        try:
+            data = codec.b64(core.payload(size)).decode("ascii")
+            body = Blob(data=data, size=size, sha256=core.digest(size)).model_dump_json()
+        except BaseException:
+            budget.release(held)
+            raise
+        return DrainedResponse(body.encode(), budget, held, "application/json")
 
     async def chunks_async(size: int, chunk_size: int) -> AsyncIterator[bytes]:
         for chunk in core.chunks(size, chunk_size):
