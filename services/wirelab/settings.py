@@ -42,6 +42,7 @@ KNOBS = (
     Knob("max_message_bytes", "4194304", "largest stream message `size` / ping payload"),
     Knob("max_interval_ms", "10000", "largest stream `interval_ms`"),
     Knob("max_work_ms", "60000", "largest order `work_ms`"),
+    Knob("max_order_bytes", "1048576", "largest order, as the REST body of POST /v1/orders"),
     Knob(
         "payload_budget_bytes",
         "536870912",
@@ -117,6 +118,7 @@ def load(
         max_message_bytes=ints["max_message_bytes"],
         max_interval_ms=ints["max_interval_ms"],
         max_work_ms=ints["max_work_ms"],
+        max_order_bytes=ints["max_order_bytes"],
         payload_budget_bytes=ints["payload_budget_bytes"],
     )
     return Settings(

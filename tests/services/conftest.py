@@ -28,6 +28,7 @@ SMALL = Limits(
     max_message_bytes=8192,
     max_interval_ms=1000,
     max_work_ms=500,
+    max_order_bytes=16 * 1024,
 )
 
 

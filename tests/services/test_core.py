@@ -118,6 +118,17 @@ def test_chunk_size_zero_means_default() -> None:
         core.check_chunk_size(-1, LIMITS)
 
 
+def test_order_size_limit() -> None:
+    limits = Limits(max_order_bytes=100)
+    core.check_order_size(100, limits)
+    with pytest.raises(CoreError, match="order is over the limit of 100 bytes") as refused:
+        core.check_order_size(101, limits)
+    assert refused.value.over_limit
+    assert settings.load([], environ={}).limits.max_order_bytes == 1024 * 1024
+    loaded = settings.load(["--max-order-bytes", "5"], environ={})
+    assert loaded.limits.max_order_bytes == 5
+
+
 def test_settings_from_env_and_flags() -> None:
     env = {"WIRELAB_REST_PORT": "9000", "WIRELAB_METRICS": "off", "WIRELAB_MAX_WORK_MS": "5"}
     loaded = settings.load(["--grpc-server", "sync"], environ=env)

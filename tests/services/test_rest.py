@@ -86,6 +86,32 @@ def test_empty_order_gets_proto_defaults(rest: TestClient) -> None:
     assert (body["item_count"], body["total_cents"], body["word_count"]) == (0, 0, 0)
 
 
+@pytest.mark.parametrize("chunked", [False, True])
+def test_oversize_order_is_refused_with_413(
+    rest: TestClient, registry: CollectorRegistry, chunked: bool
+) -> None:
+    # With a Content-Length it is refused before the body is read; without one, once the bytes
+    # read pass the limit. Before the limit any order was parsed whole (300 MiB: 1.25 GB RSS).
+    body = json.dumps({"order": {"note": "x" * SMALL.max_order_bytes}}).encode()
+    content = iter([body[:1000], body[1000:]]) if chunked else body
+    headers = {"content-type": "application/json"}
+    reply = rest.post("/v1/orders", content=content, headers=headers)
+    assert ("content-length" in reply.request.headers) is not chunked
+    assert reply.status_code == 413
+    assert reply.json() == {"detail": f"order is over the limit of {SMALL.max_order_bytes} bytes"}
+    assert requests(registry, "rest", "unary", "client_error", "413") == 1
+
+
+def test_order_at_the_limit_is_accepted(rest: TestClient) -> None:
+    body = json.dumps({"order": {"note": ""}}).encode()
+    body = body.replace(b'""', b'"' + b"x" * (SMALL.max_order_bytes - len(body)) + b'"')
+    assert len(body) == SMALL.max_order_bytes
+    headers = {"content-type": "application/json"}
+    assert rest.post("/v1/orders", content=body, headers=headers).status_code == 200
+    pieces = iter([body[:100], body[100:]])
+    assert rest.post("/v1/orders", content=pieces, headers=headers).status_code == 200
+
+
 @pytest.mark.parametrize(
     ("payload", "status"),
     [

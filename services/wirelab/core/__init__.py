@@ -11,7 +11,13 @@ from wirelab.core.blobs import (
     payload,
     payload_slice,
 )
-from wirelab.core.limits import CoreError, Limits, check_range
+from wirelab.core.limits import (
+    CoreError,
+    Limits,
+    check_order_size,
+    check_range,
+    order_too_large,
+)
 from wirelab.core.orders import OrderTotals, order_totals, process_order, process_order_async
 from wirelab.core.streams import StreamPlan, pong
 
@@ -25,10 +31,12 @@ __all__ = [
     "StreamPlan",
     "check_blob_size",
     "check_chunk_size",
+    "check_order_size",
     "check_range",
     "chunks",
     "digest",
     "hash_blob",
+    "order_too_large",
     "order_totals",
     "payload",
     "payload_slice",
