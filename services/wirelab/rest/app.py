@@ -12,7 +12,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 
-from wirelab.core import CoreError
+from wirelab.core import CoreError, Overloaded, PayloadBudget
 from wirelab.metrics import ServerMetrics
 from wirelab.rest.middleware import MetricsMiddleware
 from wirelab.rest.orderlimit import OrderBodyLimit
@@ -32,6 +32,12 @@ def _validation_detail(errors: Sequence[Any]) -> str:
 async def _core_error(_: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, CoreError)
     return JSONResponse({"detail": exc.message}, status_code=413 if exc.over_limit else 400)
+
+
+async def _overloaded(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, Overloaded)
+    headers = {"Retry-After": str(exc.retry_after_seconds)}
+    return JSONResponse({"detail": exc.message}, status_code=503, headers=headers)
 
 
 async def _request_invalid(_: Request, exc: Exception) -> JSONResponse:
@@ -54,7 +60,9 @@ def create_app(settings: Settings, metrics: ServerMetrics | None = None) -> Fast
         version="1.0",
         description="REST mirror of wirelab.v1.WireLab (proto/wirelab/v1/wirelab.proto).",
     )
-    app.include_router(build_router(settings.limits, settings.rest_handlers == "sync"))
+    budget = PayloadBudget(settings.limits.payload_budget_bytes)
+    app.include_router(build_router(settings.limits, settings.rest_handlers == "sync", budget))
+    app.add_exception_handler(Overloaded, _overloaded)
     app.add_exception_handler(CoreError, _core_error)
     app.add_exception_handler(RequestValidationError, _request_invalid)
     app.add_exception_handler(ValidationError, _request_invalid)
@@ -66,5 +74,6 @@ def create_app(settings: Settings, metrics: ServerMetrics | None = None) -> Fast
     # Added first, so it runs inside the metrics middleware, which then counts its refusals.
     app.add_middleware(OrderBodyLimit, limits=settings.limits)
     if metrics is not None:
+        metrics.report_budget(budget)
         app.add_middleware(MetricsMiddleware, metrics=metrics)
     return app
