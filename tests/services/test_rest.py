@@ -86,6 +86,36 @@ def test_empty_order_gets_proto_defaults(rest: TestClient) -> None:
     assert (body["item_count"], body["total_cents"], body["word_count"]) == (0, 0, 0)
 
 
+@pytest.mark.parametrize(
+    "order",
+    [
+        '{"note": "\\ud800"}',
+        '{"order_id": "a\\udfff"}',
+        '{"customer_id": "\\udc00b"}',
+        '{"items": [{"sku": "\\ud83d"}]}',
+        '{"attributes": {"\\ud800": "v"}}',
+        '{"attributes": {"k": "\\ud800"}}',
+    ],
+)
+def test_lone_surrogate_in_a_string_is_422(
+    rest: TestClient, registry: CollectorRegistry, order: str
+) -> None:
+    # Valid JSON but not Unicode text: it made a 500 when the reply was encoded, and in an
+    # attributes key it came back as replacement characters.
+    body = f'{{"order": {order}}}'.encode()
+    reply = rest.post("/v1/orders", content=body, headers={"content-type": "application/json"})
+    assert reply.status_code == 422
+    assert "lone surrogate" in reply.json()["detail"]
+    assert requests(registry, "rest", "unary", "client_error", "422") == 1
+
+
+def test_surrogate_pair_is_text(rest: TestClient) -> None:
+    body = b'{"order": {"note": "\\ud83d\\ude00", "attributes": {"\\ud83d\\ude00": "x"}}}'
+    reply = rest.post("/v1/orders", content=body, headers={"content-type": "application/json"})
+    assert reply.json()["order"]["note"] == "\N{GRINNING FACE}"
+    assert reply.json()["order"]["attributes"] == {"\N{GRINNING FACE}": "x"}
+
+
 @pytest.mark.parametrize("chunked", [False, True])
 def test_oversize_order_is_refused_with_413(
     rest: TestClient, registry: CollectorRegistry, chunked: bool

@@ -2,21 +2,42 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+from typing import Annotated
+
+from pydantic import AfterValidator, BaseModel, Field
+
+
+def _unicode(text: str) -> str:
+    # JSON can spell a lone UTF-16 surrogate ("\ud800") and Python's json decodes it, but no UTF-8
+    # encoder can write it back (nor can protobuf's string fields hold it): in a reply it was a
+    # 500, in an attributes key silently a replacement character. So it is invalid input here.
+    if not text.isascii():
+        try:
+            text.encode()
+        except UnicodeEncodeError as exc:
+            raise ValueError(
+                f"holds a lone surrogate U+{ord(text[exc.start]):04X} at index {exc.start}, "
+                "which is not Unicode text"
+            ) from None
+    return text
+
+
+# A proto `string`: any Unicode text, which a lone surrogate is not.
+Text = Annotated[str, AfterValidator(_unicode)]
 
 
 class LineItem(BaseModel):
-    sku: str = ""
+    sku: Text = ""
     quantity: int = 0
     unit_price_cents: int = 0
 
 
 class Order(BaseModel):
-    order_id: str = ""
-    customer_id: str = ""
+    order_id: Text = ""
+    customer_id: Text = ""
     items: list[LineItem] = Field(default_factory=list)
-    attributes: dict[str, str] = Field(default_factory=dict)
-    note: str = ""
+    attributes: dict[Text, Text] = Field(default_factory=dict)
+    note: Text = ""
 
 
 class OrderRequest(BaseModel):
