@@ -35,7 +35,7 @@ from wirelab_bench.locust_overhead import (
 )
 from wirelab_bench.scrape import scrape
 
-WRK_SCRIPT = Path(__file__).with_name("crosscheck_wrk.lua")
+WRK_SCRIPT = Path(__file__).with_name("wrk_paced.lua")
 PROTO = REPO / "proto" / "wirelab" / "v1" / "wirelab.proto"
 BODY = {"order": order(0, 16), "work_ms": 0, "count_words": False}
 # (flag, type, default, help); each also reads WIRELAB_CROSSCHECK_<FLAG>.

@@ -1,4 +1,4 @@
-"""Start a wirelab service as a real process, pinned to a CPU, and read its CPU time."""
+"""Start a wirelab service as a real process, pinned to a CPU, and read its CPU time and memory."""
 
 from __future__ import annotations
 
@@ -6,9 +6,11 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 import psutil
 
@@ -35,6 +37,22 @@ class Service:
         times = self.process.cpu_times()
         return float(times.user + times.system)
 
+    def rss(self) -> int:
+        return int(self.process.memory_info().rss)
+
+    def peak_rss(self) -> int:
+        """The kernel's high-water mark of the resident set (VmHWM), in bytes: the true peak,
+        however briefly it lasted between two samples."""
+        status = (Path("/proc") / str(self.process.pid) / "status").read_text()
+        kib = next(line.split()[1] for line in status.splitlines() if line.startswith("VmHWM:"))
+        return int(kib) * 1024
+
+    def open_fds(self) -> int:
+        return int(self.process.num_fds())
+
+    def alive(self) -> bool:
+        return bool(self.process.is_running()) and self.process.status() != psutil.STATUS_ZOMBIE
+
 
 @contextmanager
 def service(protocol: str, cpu: int, extra: Sequence[str] = ()) -> Iterator[Service]:
@@ -46,18 +64,21 @@ def service(protocol: str, cpu: int, extra: Sequence[str] = ()) -> Iterator[Serv
     cmd = [sys.executable, "-m", module, "--host", "127.0.0.1", flag, str(port)]
     metrics_port = free_port()
     cmd += ["--metrics-port", str(metrics_port), *extra]
-    proc = subprocess.Popen(
-        cmd, preexec_fn=lambda: pin(cpu), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
-    )
-    address = f"http://127.0.0.1:{port}" if protocol == "rest" else f"127.0.0.1:{port}"
-    try:
-        wait_healthy(address, address, (protocol,), timeout=30)
-        metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"
-        yield Service(protocol, address, psutil.Process(proc.pid), metrics_url)
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=30)
-        if proc.returncode:
-            print(
-                f"{' '.join(cmd)} exited {proc.returncode}: {err.decode()[-1000:]}", file=sys.stderr
-            )
+    # A file, not a pipe: nobody reads stderr while the service runs, and a full pipe would
+    # stall a service that logs under load (an overload or soak run) on its next line.
+    with tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen(
+            cmd, preexec_fn=lambda: pin(cpu), stdout=subprocess.DEVNULL, stderr=err
+        )
+        address = f"http://127.0.0.1:{port}" if protocol == "rest" else f"127.0.0.1:{port}"
+        try:
+            wait_healthy(address, address, (protocol,), timeout=30)
+            metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"
+            yield Service(protocol, address, psutil.Process(proc.pid), metrics_url)
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=30)
+            if proc.returncode:
+                err.seek(max(0, err.seek(0, os.SEEK_END) - 1000))
+                tail = err.read().decode(errors="replace")
+                print(f"{' '.join(cmd)} exited {proc.returncode}: {tail}", file=sys.stderr)
