@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from websockets.sync.client import connect as ws_connect
 from wirelab import core
 
 from tests.services.test_integration import Service, start
@@ -26,11 +28,6 @@ def _peak_rss(service: Service) -> int:
     status = Path(f"/proc/{service.proc.pid}/status").read_text()
     line = next(ln for ln in status.splitlines() if ln.startswith("VmHWM:"))
     return int(line.split()[1]) * 1024
-
-
-def _requests(service: Service, kind: str, outcome: str, code: str) -> float:
-    labels = f'code="{code}",kind="{kind}",outcome="{outcome}",protocol="rest"'
-    return service.metric(f"wirelab_server_requests_total{{{labels}}}")
 
 
 @pytest.fixture(scope="module")
@@ -80,3 +77,62 @@ def test_concurrent_uploads_past_the_budget_are_refused_and_memory_stays_bounded
 def _requests_line(kind: str, outcome: str, code: str) -> str:
     labels = f'code="{code}",kind="{kind}",outcome="{outcome}",protocol="rest"'
     return f"wirelab_server_requests_total{{{labels}}}"
+
+
+def _raw(service: Service, request: bytes) -> socket.socket:
+    sock = socket.create_connection(("127.0.0.1", service.port))
+    sock.sendall(request)
+    return sock
+
+
+def test_clients_gone_mid_upload_body_are_cancelled(rest: Service) -> None:
+    head = b"POST /v1/blobs HTTP/1.1\r\nhost: x\r\n"
+    # Half-close: part of the announced body, then the client's side of the connection ends.
+    sock = _raw(rest, head + b"content-length: 1000000\r\n\r\n" + b"a" * 1000)
+    sock.shutdown(socket.SHUT_WR)
+    assert sock.recv(1024) == b""
+    sock.close()
+    # A slow body, then the connection closes.
+    sock = _raw(rest, head + b"content-length: 1000000\r\n\r\n" + b"a" * 1000)
+    time.sleep(0.3)
+    sock.close()
+    # Broken chunked framing: uvicorn answers 400 and closes; the app's call is cut off.
+    sock = _raw(rest, head + b"transfer-encoding: chunked\r\n\r\n10\r\n" + b"a" * 16 + b"\r\n")
+    time.sleep(0.3)
+    sock.sendall(b"zz\r\n")
+    sock.recv(1024)
+    sock.close()
+    assert rest.wait_for(_requests_line("upload", "cancelled", "499"), 3) == 3
+    assert rest.metric(_requests_line("upload", "server_error", "500")) == 0
+    assert "Traceback" not in rest.log.read_text()
+
+
+def test_websocket_client_dropping_tcp_is_cancelled(rest: Service) -> None:
+    url = f"ws://127.0.0.1:{rest.port}/v1/pingpong"
+    with ws_connect(url) as ws:
+        ws.send('{"seq": 1, "payload": ""}')
+        assert ws.recv(timeout=5) == '{"seq":1,"payload":""}'
+        ws.socket.close()  # no close frame: the TCP connection just ends
+    assert rest.wait_for(_requests_line("bidi", "cancelled", "499"), 1) == 1
+    assert rest.metric(_requests_line("bidi", "ok", "101")) == 0
+
+
+@pytest.mark.parametrize(
+    ("path", "kind"),
+    [
+        (f"/v1/blobs/stream?size={BLOB}&chunk_size=4096", "download_chunked"),
+        ("/v1/stream?count=100000&size=4096&interval_ms=0", "server_stream"),
+    ],
+)
+def test_streams_stop_when_the_client_has_gone(rest: Service, path: str, kind: str) -> None:
+    sent = f'wirelab_server_response_bytes_sum{{kind="{kind}",protocol="rest"}}'
+    before = rest.metric(sent)
+    sock = _raw(rest, f"GET {path} HTTP/1.1\r\nhost: x\r\n\r\n".encode())
+    got = 0
+    while got < MIB:
+        got += len(sock.recv(65536))
+    sock.close()
+    # Before, the whole stream was produced and recorded ok/200: 64 MiB, or 550 MB of NDJSON.
+    assert rest.wait_for(_requests_line(kind, "cancelled", "499"), 1) == 1
+    assert rest.metric(_requests_line(kind, "ok", "200")) == 0
+    assert rest.metric(sent) - before < 8 * MIB

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Awaitable
 from time import perf_counter
 
+from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from wirelab.metrics import FLUSH_MASK, STREAM_KINDS, Call, ServerMetrics, http_outcome
@@ -30,11 +31,15 @@ STREAMED_OUT = frozenset({"server_stream", "download_chunked"})
 # Close codes the server sends for bad ping frames, as the HTTP status they stand for.
 _CLOSE_STATUS = {1000: 101, 1007: 400, 1008: 400, 1009: 413}
 _CLEAN_CLIENT_CLOSE = frozenset({1000, 1001, 1005})
+# What the client's going away is recorded as when it closed no handshake: 1006, "abnormal".
+_DROPPED = 1006
 _BODYLESS = frozenset({"GET", "HEAD"})
 
 
 # Finished statuses as (outcome, code), so the hot path does one dict lookup.
-_STATUS = {status: (http_outcome(status), str(status)) for status in (200, 400, 404, 405, 413, 422)}
+_STATUS = {
+    status: (http_outcome(status), str(status)) for status in (200, 400, 404, 405, 413, 422, 503)
+}
 
 
 class _Route:
@@ -170,6 +175,11 @@ class MetricsMiddleware:
 
                     try:
                         await self.app(scope, receive, counting_send)
+                    except ClientDisconnect:
+                        # The client went away while sending the body: nothing to answer.
+                        took = perf_counter() - started
+                        self.enqueue((bound, "cancelled", "499", took, None, length, sent, 1, 0))
+                        return
                     except BaseException:
                         took = perf_counter() - started
                         record = (bound, "server_error", "500", took, None, length, sent, 1, 0)
@@ -202,6 +212,13 @@ class MetricsMiddleware:
             receive = call.receive
         try:
             await self.app(scope, receive, call.send)
+        except ClientDisconnect:
+            # The client went away mid-body (closed, half-closed, broken chunked framing, or
+            # stopped sending): Starlette raises this from the body stream. Not a server fault,
+            # and nobody is left to answer, so it ends here instead of in uvicorn's traceback.
+            if not call.done:
+                call.finish("cancelled", "499")
+            return
         except BaseException:
             if not call.done:
                 call.finish("server_error", "500")
@@ -225,11 +242,19 @@ class MetricsMiddleware:
                     call.received(len(message.get("bytes") or b""))
             elif message["type"] == "websocket.disconnect":
                 client_code = message.get("code", 1005)
+                # uvicorn reports a lost connection as 1005 too ("no status"), the code of a
+                # close frame without one; only a close frame's disconnect carries a reason.
+                if client_code == 1005 and "reason" not in message:
+                    client_code = _DROPPED
             return message
 
         async def counting_send(message: Message) -> None:
-            nonlocal status
-            await send(message)
+            nonlocal status, client_code
+            try:
+                await send(message)
+            except OSError:  # uvicorn's ClientDisconnected: the connection is gone
+                client_code = client_code or _DROPPED
+                raise
             mtype = message["type"]
             if mtype == "websocket.send":
                 text = message.get("text")

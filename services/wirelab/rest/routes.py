@@ -15,6 +15,7 @@ from wirelab.core import CoreError, Limits, OrderTotals, PayloadBudget, StreamPl
 from wirelab.rest import codec
 from wirelab.rest.bodies import DrainedResponse, body_reader, check_declared_length
 from wirelab.rest.models import Blob, BlobDigest, BlobUpload, OrderReply, OrderRequest
+from wirelab.rest.streaming import StreamedResponse
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -90,7 +91,7 @@ def build_router(limits: Limits, sync: bool, budget: PayloadBudget) -> APIRouter
         plan = StreamPlan.build(count, size, interval_ms, limits)
         encoded = codec.b64(plan.data)
         lines = ndjson_sync(plan, encoded) if sync else ndjson_async(plan, encoded)
-        return StreamingResponse(lines, media_type=NDJSON)
+        return StreamedResponse(lines, media_type=NDJSON)
 
     def upload(body: bytes = Depends(body_reader(limits.max_payload_bytes, budget))) -> BlobDigest:
         size, sha = core.hash_blob(body, limits)
@@ -140,7 +141,7 @@ def build_router(limits: Limits, sync: bool, budget: PayloadBudget) -> APIRouter
         core.check_blob_size(size, limits)
         step = core.check_chunk_size(chunk_size, limits)
         body = core.chunks(size, step) if sync else chunks_async(size, step)
-        return StreamingResponse(body, media_type=OCTETS, headers=_blob_headers(size))
+        return StreamedResponse(body, media_type=OCTETS, headers=_blob_headers(size))
 
     async def pingpong(websocket: WebSocket) -> None:
         await websocket.accept()
@@ -151,7 +152,13 @@ def build_router(limits: Limits, sync: bool, budget: PayloadBudget) -> APIRouter
                     return
                 if message.get("text") is None:
                     raise CoreError("ping frames must be JSON text frames")
-                await websocket.send_text(codec.answer_ping(message["text"], limits))
+                try:
+                    answer = codec.answer_ping(message["text"], limits)
+                except RecursionError:
+                    # json.loads recurses once per nesting level: a frame of 100,000 brackets
+                    # ran out of stack and went uncaught (no close frame, counted 500).
+                    raise CoreError("ping frame is nested too deeply") from None
+                await websocket.send_text(answer)
         except WebSocketDisconnect:
             return
         except CoreError as exc:

@@ -1,0 +1,77 @@
+"""REST clients that go away or misbehave, in-process at the ASGI level: counted, never a 500."""
+
+from __future__ import annotations
+
+import pytest
+from fastapi.testclient import TestClient
+from prometheus_client import CollectorRegistry
+from starlette.types import Message
+from starlette.websockets import WebSocketDisconnect
+from wirelab.metrics import ServerMetrics
+from wirelab.rest.app import create_app
+
+from tests.services.conftest import requests, settings
+
+
+@pytest.mark.parametrize("mode", ["async", "sync"])
+@pytest.mark.parametrize(
+    ("path", "kind", "length"),
+    [
+        ("/v1/blobs", "upload", 4096),
+        ("/v1/blobs", "upload", None),
+        ("/v1/blobs/json", "upload_json", 4096),
+        ("/v1/blobs/stream", "upload_chunked", None),
+    ],
+)
+async def test_client_gone_mid_body_is_cancelled(
+    mode: str, path: str, kind: str, length: int | None
+) -> None:
+    # A piece of the body, then the server learns the client is gone (closed, half-closed,
+    # broken chunked framing, or cut off by the body read timeout: uvicorn reports each so).
+    registry = CollectorRegistry()
+    app = create_app(settings(rest_handlers=mode), ServerMetrics("rest", registry, mode))
+    headers = [(b"host", b"test"), (b"content-type", b"application/octet-stream")]
+    if length is not None:
+        headers.append((b"content-length", str(length).encode()))
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0", "spec_version": "2.3"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "root_path": "",
+        "query_string": b"",
+        "headers": headers,
+        "server": ("test", 80),
+        "client": ("test", 1),
+    }
+    incoming: list[Message] = [
+        {"type": "http.request", "body": b"{" * 1024, "more_body": True},
+        {"type": "http.disconnect"},
+    ]
+    sent: list[Message] = []
+
+    async def receive() -> Message:
+        return incoming.pop(0) if len(incoming) > 1 else incoming[0]
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+
+    with TestClient(app):  # runs the lifespan (the sync pool's size)
+        await app(scope, receive, send)
+    assert sent == []
+    assert requests(registry, "rest", kind, "cancelled", "499") == 1
+    assert requests(registry, "rest", kind, "server_error", "500") == 0
+
+
+def test_deeply_nested_ping_closes_1007(rest: TestClient, registry: CollectorRegistry) -> None:
+    # json.loads recursed into 100,000 brackets until RecursionError: no close frame, a 500.
+    with rest.websocket_connect("/v1/pingpong") as ws:
+        ws.send_text("[" * 100_000)
+        with pytest.raises(WebSocketDisconnect) as closed:
+            ws.receive_text()
+    assert closed.value.code == 1007
+    assert closed.value.reason == "ping frame is nested too deeply"
+    assert requests(registry, "rest", "bidi", "client_error", "400") == 1
