@@ -8,8 +8,11 @@ from pathlib import Path
 from wirelab.metrics import KINDS_BY_PROTOCOL, PROTOCOLS
 
 ALL_KINDS = tuple(dict.fromkeys(k for p in PROTOCOLS for k in KINDS_BY_PROTOCOL[p]))
-# Starting and stopping Locust, health and parity checks: measured at about 2.5 s per cell here.
-CELL_OVERHEAD_S = 2.5
+# Per cell beyond its phases: Locust start and stop, health and parity checks, the export delay
+# and the Prometheus export. 8.8 s measured by `make bench SCENARIO=smoke` on this project's
+# 2-core machine with the lab idle (a busy host took twice that); a run corrects it from its
+# own cells as they finish (progress.Estimate).
+CELL_OVERHEAD_S = 9.0
 # Unary orders carry no sized payload: one cell per load level, payload column 0.
 UNSIZED_KINDS = frozenset({"unary"})
 

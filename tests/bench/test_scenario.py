@@ -22,8 +22,9 @@ def test_the_required_scenarios_exist_with_their_study_parameters() -> None:
     smoke = load_scenario(SCENARIOS / "smoke.toml")
     kinds = {(c.protocol, c.kind) for c in smoke.cells()}
     assert len(kinds) == 16  # 7 gRPC kinds + 9 REST kinds, each once
-    assert smoke.estimated_seconds() < 120
-    assert load_scenario(SCENARIOS / "quick.toml").estimated_seconds() < 15 * 60
+    # What --dry-run promises, the measured per-cell overhead included (issue 15).
+    assert smoke.estimated_seconds() < 4 * 60
+    assert load_scenario(SCENARIOS / "quick.toml").estimated_seconds() < 20 * 60
     iit = load_scenario(SCENARIOS / "iit.toml")
     loads = {(ld.label, ld.users, ld.spawn_rate) for g in iit.groups for ld in g.loads}
     assert loads == {("light", 500, 5), ("medium", 1000, 10), ("heavy", 5000, 50)}
