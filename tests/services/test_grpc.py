@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import threading
 from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
@@ -221,10 +222,26 @@ async def test_client_cancel_mid_stream_counts_cancelled(
 
 
 async def test_client_cancel_mid_call_counts_cancelled_once(
-    grpc_target: GrpcTarget, registry: CollectorRegistry
+    grpc_target: GrpcTarget, registry: CollectorRegistry, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    slow = pb.OrderRequest(order=pb.Order(order_id="x"), work_ms=300)
-    call = grpc_target.stub.ProcessOrder(slow)
+    # The order's work waits for this gate, which opens only after the cancel has been counted:
+    # with a 300 ms work_ms instead, a busy machine could finish the call before the cancel
+    # reached the server (once in CI: counted ok, "assert 0.0 == 1").
+    gate = threading.Event()
+    real_async, real_sync = core.process_order_async, core.process_order
+
+    async def gated_async(*args: Any) -> Any:
+        while not gate.is_set():
+            await asyncio.sleep(0.01)
+        return await real_async(*args)
+
+    def gated_sync(*args: Any) -> Any:
+        gate.wait(5)
+        return real_sync(*args)
+
+    monkeypatch.setattr(core, "process_order_async", gated_async)
+    monkeypatch.setattr(core, "process_order", gated_sync)
+    call = grpc_target.stub.ProcessOrder(pb.OrderRequest(order=pb.Order(order_id="x")))
     in_flight = "wirelab_server_requests_in_flight"
     assert await settled(lambda: value(registry, in_flight, **labels("unary")), 1) == 1
     call.cancel()
@@ -233,8 +250,9 @@ async def test_client_cancel_mid_call_counts_cancelled_once(
     )
     assert cancelled == 1
     await idle(registry, "unary")
-    # The behaviour finishing later (the thread-pool server's sleep runs on) records nothing more.
-    await asyncio.sleep(0.4)
+    # The behaviour finishing later (the thread-pool server's runs on) records nothing more.
+    gate.set()
+    await asyncio.sleep(0.1)
     assert requests(registry, "grpc", "unary", "ok", "OK") == 0
     sent = value(registry, "wirelab_server_messages_sent_total", **labels("unary"))
     assert sent == 0

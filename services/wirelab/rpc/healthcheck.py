@@ -8,11 +8,12 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from wirelab import serving, settings
+from wirelab.rpc.server import bind_address
 
 
 def main() -> int:
     config = settings.load([], prog="python -m wirelab.rpc.healthcheck")
-    target = f"{serving.local_host(config.host)}:{config.grpc_port}"
+    target = bind_address(serving.local_host(config.host), config.grpc_port)
     try:
         with grpc.insecure_channel(target) as channel:
             reply = health_pb2_grpc.HealthStub(channel).Check(

@@ -36,7 +36,7 @@ def rebuild(handler: Handler, behavior: Callable[..., Any]) -> Handler:
     return grpc.stream_stream_rpc_method_handler(behavior, **codec)
 
 
-class _Capture:
+class Capture:
     """Stands in for a server so a generated ``add_*Servicer_to_server`` hands over its
     method handlers instead of registering them."""
 
@@ -49,6 +49,13 @@ class _Capture:
 
     def add_registered_method_handlers(self, service: str, handlers: dict[str, Handler]) -> None:
         self.service, self.handlers = service, handlers
+
+    @classmethod
+    def of(cls, add_to_server: Callable[[Any, Any], None], servicer: Any) -> Capture:
+        """The handlers ``add_to_server`` would register for ``servicer``."""
+        capture = cls()
+        add_to_server(servicer, capture)
+        return capture
 
 
 class _Lookup(GenericHandler):
@@ -102,16 +109,12 @@ class MeasuredMethods(ABC):
     def arrived(self, handler: Handler) -> Handler:
         """Called by the lookup as a call arrives: the handler grpc should run for it."""
 
-    def register(
-        self, server: Any, add_to_server: Callable[[Any, Any], None], servicer: Any
-    ) -> None:
-        """Register ``servicer`` on ``server`` as ``add_to_server`` would, every contract method
-        measured from the moment its call arrives."""
-        capture = _Capture()
-        add_to_server(servicer, capture)
+    def register(self, server: Any, service: str, handlers: dict[str, Handler]) -> None:
+        """Register ``service``'s method ``handlers`` (by method name) on ``server``, every
+        contract method measured from the moment its call arrives."""
         measured = {}
-        for name, handler in capture.handlers.items():
-            method = f"/{capture.service}/{name}"
+        for name, handler in handlers.items():
+            method = f"/{service}/{name}"
             measured[method] = self.wrap(handler, METHOD_KINDS[method])
         server.add_generic_rpc_handlers((_Lookup(measured, self.arrived),))
 
@@ -124,9 +127,9 @@ class MeasuredMethods(ABC):
         self, kind: str, started: float, request: Any, streaming_in: bool, counted: Any
     ) -> tuple[Call, Any]:
         """Start a call that arrived at ``started``; a request stream is wrapped by
-        ``counted`` to count each message."""
+        ``counted`` to count each message, a single request is its raw message (intake.py)."""
         call = self.metrics.start(kind, started)
         if streaming_in:
             return call, counted(request, call)
-        call.received(request.ByteSize())
+        call.received(len(request))
         return call, request

@@ -16,9 +16,11 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_health.v1.health import aio as health_aio  # type: ignore[attr-defined]
 
 from wirelab import serving
+from wirelab.core import PayloadBudget
 from wirelab.metrics import ServerMetrics
+from wirelab.rpc.intake import Intake
 from wirelab.rpc.kinds import SERVICE
-from wirelab.rpc.measure import MeasuredMethods
+from wirelab.rpc.measure import Capture, MeasuredMethods
 from wirelab.rpc.measure_aio import AioMeasuredMethods
 from wirelab.rpc.measure_sync import SyncMeasuredMethods
 from wirelab.rpc.reflection import add_reflection
@@ -41,12 +43,18 @@ def server_options(settings: Settings) -> list[tuple[str, int]]:
 
 
 def _register(
-    server: Any, servicer: Any, health_servicer: Any, measured: MeasuredMethods | None
+    server: Any,
+    servicer: Any,
+    health_servicer: Any,
+    measured: MeasuredMethods | None,
+    intake: Intake,
 ) -> None:
+    capture = Capture.of(pb_grpc.add_WireLabServicer_to_server, servicer)
+    handlers = intake.handlers(capture.handlers)
     if measured is None:
-        pb_grpc.add_WireLabServicer_to_server(servicer, server)
+        server.add_registered_method_handlers(capture.service, handlers)
     else:
-        measured.register(server, pb_grpc.add_WireLabServicer_to_server, servicer)
+        measured.register(server, capture.service, handlers)
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     names = (SERVICE, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name)
     add_reflection(names, server)
@@ -54,10 +62,23 @@ def _register(
         measured.register_unknown(server)
 
 
+def _budget(settings: Settings, metrics: ServerMetrics | None) -> PayloadBudget:
+    """One payload budget per server, shown on /metrics."""
+    budget = PayloadBudget(settings.limits.payload_budget_bytes)
+    if metrics is not None:
+        metrics.report_budget(budget)
+    return budget
+
+
+def bind_address(host: str, port: int) -> str:
+    """``host:port`` as grpc parses it: an IPv6 literal goes in brackets (``[::1]:50051``)."""
+    return f"[{host}]:{port}" if ":" in host and not host.startswith("[") else f"{host}:{port}"
+
+
 def _bind(server: Any, settings: Settings, port: int) -> int:
     """Listen on ``port`` (0 = any free port) and return the bound port."""
     try:
-        bound = int(server.add_insecure_port(f"{settings.host}:{port}"))
+        bound = int(server.add_insecure_port(bind_address(settings.host, port)))
     except RuntimeError as exc:
         raise OSError(f"address already in use or unavailable ({exc})") from None
     if bound == 0:
@@ -71,7 +92,8 @@ async def build_aio(
     server = grpc.aio.server(options=server_options(settings))
     health_servicer = health_aio.HealthServicer()
     measured = AioMeasuredMethods(metrics) if metrics is not None else None
-    _register(server, AsyncWireLab(settings.limits), health_servicer, measured)
+    intake = Intake(settings.limits, _budget(settings, metrics), aio=True)
+    _register(server, AsyncWireLab(settings.limits), health_servicer, measured, intake)
     bound = _bind(server, settings, port)
     for name in ("", SERVICE):
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
@@ -87,7 +109,8 @@ def build_sync(
     )
     health_servicer = health.HealthServicer()
     measured = SyncMeasuredMethods(metrics) if metrics is not None else None
-    _register(server, SyncWireLab(settings.limits), health_servicer, measured)
+    intake = Intake(settings.limits, _budget(settings, metrics), aio=False)
+    _register(server, SyncWireLab(settings.limits), health_servicer, measured, intake)
     bound = _bind(server, settings, port)
     for name in ("", SERVICE):
         health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
@@ -111,7 +134,8 @@ async def serve_aio(settings: Settings) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    print(f"{PROG}: aio server listening on {settings.host}:{settings.grpc_port}", flush=True)
+    where = bind_address(settings.host, settings.grpc_port)
+    print(f"{PROG}: aio server listening on {where}", flush=True)
     await stop.wait()
     # NOT_SERVING first so health-checking clients stop sending, then drain in-flight calls.
     await health_servicer.enter_graceful_shutdown()
@@ -129,7 +153,8 @@ def serve_sync(settings: Settings) -> None:
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    print(f"{PROG}: sync server listening on {settings.host}:{settings.grpc_port}", flush=True)
+    where = bind_address(settings.host, settings.grpc_port)
+    print(f"{PROG}: sync server listening on {where}", flush=True)
     stop.wait()
     health_servicer.enter_graceful_shutdown()
     server.stop(settings.grace_seconds).wait()
