@@ -49,6 +49,12 @@ KNOBS = (
         "payload bytes all calls in flight may hold; past it calls are refused (0 = no limit)",
     ),
     Knob("grace_seconds", "10", "SIGTERM drain period in seconds"),
+    Knob(
+        "rest_max_header_bytes", "65536", "REST request line + headers; past it 431 (0 = no limit)"
+    ),
+    Knob("rest_header_timeout_seconds", "10", "REST headers must arrive within this; else 408"),
+    Knob("rest_body_timeout_seconds", "30", "REST body idle this long: the call is cut off, 408"),
+    Knob("rest_max_concurrent_calls", "0", "REST HTTP calls at once; past it 503 (0 = no limit)"),
 )
 
 
@@ -64,6 +70,10 @@ class Settings:
     grpc_threads: int = 32
     grace_seconds: float = 10.0
     limits: Limits = field(default_factory=Limits)
+    rest_max_header_bytes: int = 65536
+    rest_header_timeout_seconds: float = 10.0
+    rest_body_timeout_seconds: float = 30.0
+    rest_max_concurrent_calls: int = 0
 
     @property
     def grpc_max_message_bytes(self) -> int:
@@ -132,4 +142,8 @@ def load(
         grpc_threads=max(1, ints["grpc_threads"]),
         grace_seconds=float(ints["grace_seconds"]),
         limits=limits,
+        rest_max_header_bytes=ints["rest_max_header_bytes"],
+        rest_header_timeout_seconds=float(ints["rest_header_timeout_seconds"]),
+        rest_body_timeout_seconds=float(ints["rest_body_timeout_seconds"]),
+        rest_max_concurrent_calls=ints["rest_max_concurrent_calls"],
     )

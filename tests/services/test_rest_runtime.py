@@ -136,3 +136,85 @@ def test_streams_stop_when_the_client_has_gone(rest: Service, path: str, kind: s
     assert rest.wait_for(_requests_line(kind, "cancelled", "499"), 1) == 1
     assert rest.metric(_requests_line(kind, "ok", "200")) == 0
     assert rest.metric(sent) - before < 8 * MIB
+
+
+@pytest.fixture(scope="module")
+def bounded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
+    env = {
+        "WIRELAB_REST_HEADER_TIMEOUT_SECONDS": "1",
+        "WIRELAB_REST_BODY_TIMEOUT_SECONDS": "1",
+        "WIRELAB_REST_MAX_CONCURRENT_CALLS": "2",
+    }
+    service = start("wirelab.rest", tmp_path_factory.mktemp("rest-bounded"), env)
+    yield service
+    assert service.stop() == 0
+
+
+def _answer(sock: socket.socket, within: float) -> bytes:
+    """Everything the server sends until it closes the connection, which must be ``within`` s."""
+    sock.settimeout(within)
+    data = b""
+    while chunk := sock.recv(65536):
+        data += chunk
+    sock.close()
+    return data
+
+
+def test_oversize_headers_are_refused_at_once(bounded: Service) -> None:
+    # Before: a 128 MiB header was read for 23.6 s and accepted. The default bound is 64 KiB.
+    sock = _raw(bounded, b"GET /healthz HTTP/1.1\r\nhost: x\r\nx-big: ")
+    started = time.monotonic()
+    with pytest.raises(OSError):  # the server closes while we still send
+        for _ in range(64):
+            sock.sendall(b"a" * 65536)
+    assert time.monotonic() - started < 2
+    assert _answer(sock, 2).startswith(b"HTTP/1.1 431 ")
+
+
+@pytest.mark.parametrize("sent", [b"", b"GET /healthz HTTP/1.1\r\nhost: x\r\n"])
+def test_unfinished_headers_time_out(bounded: Service, sent: bytes) -> None:
+    # Before: connections that never finished their headers were held for as long as they lasted.
+    sock = _raw(bounded, sent)
+    started = time.monotonic()
+    assert _answer(sock, 5).startswith(b"HTTP/1.1 408 ")
+    assert 0.9 < time.monotonic() - started < 3
+
+
+def test_a_stalled_body_times_out_and_is_counted(bounded: Service) -> None:
+    # Before: a half-sent body was held forever.
+    sock = _raw(bounded, b"POST /v1/blobs HTTP/1.1\r\nhost: x\r\ncontent-length: 1000\r\n\r\nab")
+    started = time.monotonic()
+    assert _answer(sock, 5).startswith(b"HTTP/1.1 408 ")
+    assert 0.9 < time.monotonic() - started < 3
+    assert bounded.wait_for(_requests_line("upload", "timeout", "408"), 1) == 1
+
+
+def test_slow_but_steady_calls_are_not_cut_off(bounded: Service) -> None:
+    base = f"http://127.0.0.1:{bounded.port}"
+
+    def steady() -> Iterator[bytes]:
+        for _ in range(4):
+            time.sleep(0.5)
+            yield b"x" * 100
+
+    assert httpx.post(f"{base}/v1/blobs/stream", content=steady(), timeout=10).json()["size"] == 400
+    # A response longer than the body timeout: its request ended long before.
+    params = {"count": 5, "size": 1, "interval_ms": 400}
+    lines = httpx.get(f"{base}/v1/stream", params=params, timeout=10).text.splitlines()
+    assert len(lines) == 5
+
+
+def test_calls_past_the_concurrency_cap_get_503(bounded: Service) -> None:
+    base = f"http://127.0.0.1:{bounded.port}"
+    slow = {"order": {"order_id": "slow"}, "work_ms": 1500}
+    with ThreadPoolExecutor(2) as pool:
+        held = [pool.submit(httpx.post, f"{base}/v1/orders", json=slow, timeout=10) for _ in "ab"]
+        time.sleep(0.5)  # both are in the app
+        refused = httpx.post(f"{base}/v1/orders", json={"order": {}}, timeout=5)
+        assert httpx.get(f"{base}/healthz", timeout=5).status_code == 200  # exempt
+        assert [f.result().status_code for f in held] == [200, 200]
+    assert refused.status_code == 503
+    assert refused.headers["retry-after"] == "1"
+    assert "concurrent calls" in refused.json()["detail"]
+    assert bounded.wait_for(_requests_line("unary", "client_error", "503"), 1) == 1
+    assert httpx.post(f"{base}/v1/orders", json={"order": {}}, timeout=5).status_code == 200

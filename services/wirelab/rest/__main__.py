@@ -10,6 +10,7 @@ import uvicorn
 
 from wirelab import serving, settings
 from wirelab.rest.app import create_app
+from wirelab.rest.protocol import Bounds, bounded
 
 PROG = "python -m wirelab.rest"
 # uvicorn's default WebSocket frame cap is 16 MiB; a ping is JSON with base64 (4/3 of the bytes).
@@ -31,11 +32,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     metrics = serving.instruments(config, "rest", config.rest_handlers)
     serving.serve_metrics(config, PROG, metrics)
     ws_max = max(_WS_MIN_MAX_SIZE, config.limits.max_message_bytes * 4 // 3 + 4096)
+    bounds = Bounds(
+        max_header_bytes=config.rest_max_header_bytes,
+        header_timeout=config.rest_header_timeout_seconds,
+        body_timeout=config.rest_body_timeout_seconds,
+    )
     server = uvicorn.Server(
         uvicorn.Config(
             create_app(config, metrics),
             loop="uvloop",
-            http="httptools",
+            http=bounded(bounds),  # httptools, bounded (rest/protocol.py)
             ws="websockets-sansio",
             lifespan="on",
             access_log=False,

@@ -14,6 +14,7 @@ from pydantic import ValidationError
 
 from wirelab.core import CoreError, Overloaded, PayloadBudget
 from wirelab.metrics import ServerMetrics
+from wirelab.rest.concurrency import ConcurrencyLimit
 from wirelab.rest.middleware import MetricsMiddleware
 from wirelab.rest.orderlimit import OrderBodyLimit
 from wirelab.rest.routes import build_router
@@ -73,6 +74,8 @@ def create_app(settings: Settings, metrics: ServerMetrics | None = None) -> Fast
 
     # Added first, so it runs inside the metrics middleware, which then counts its refusals.
     app.add_middleware(OrderBodyLimit, limits=settings.limits)
+    if settings.rest_max_concurrent_calls:
+        app.add_middleware(ConcurrencyLimit, limit=settings.rest_max_concurrent_calls)
     if metrics is not None:
         metrics.report_budget(budget)
         app.add_middleware(MetricsMiddleware, metrics=metrics)

@@ -9,6 +9,7 @@ from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from wirelab.metrics import FLUSH_MASK, STREAM_KINDS, Call, ServerMetrics, http_outcome
+from wirelab.rest.protocol import BODY_TIMED_OUT
 
 # (method, path) -> kind. Anything else that is not an operational endpoint counts as "other",
 # so 404s and 405s still show up in the request counter.
@@ -40,6 +41,12 @@ _BODYLESS = frozenset({"GET", "HEAD"})
 _STATUS = {
     status: (http_outcome(status), str(status)) for status in (200, 400, 404, 405, 413, 422, 503)
 }
+
+
+def _gone(scope: Scope) -> tuple[str, str]:
+    """How a call cut off mid-body is recorded: a timeout when the server's body read timeout
+    cut it (rest/protocol.py answered 408), else a client that went away."""
+    return ("timeout", "408") if scope.get(BODY_TIMED_OUT) else ("cancelled", "499")
 
 
 class _Route:
@@ -178,7 +185,8 @@ class MetricsMiddleware:
                     except ClientDisconnect:
                         # The client went away while sending the body: nothing to answer.
                         took = perf_counter() - started
-                        self.enqueue((bound, "cancelled", "499", took, None, length, sent, 1, 0))
+                        outcome, code = _gone(scope)
+                        self.enqueue((bound, outcome, code, took, None, length, sent, 1, 0))
                         return
                     except BaseException:
                         took = perf_counter() - started
@@ -217,7 +225,7 @@ class MetricsMiddleware:
             # stopped sending): Starlette raises this from the body stream. Not a server fault,
             # and nobody is left to answer, so it ends here instead of in uvicorn's traceback.
             if not call.done:
-                call.finish("cancelled", "499")
+                call.finish(*_gone(scope))
             return
         except BaseException:
             if not call.done:
