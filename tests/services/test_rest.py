@@ -149,6 +149,11 @@ def test_order_at_the_limit_is_accepted(rest: TestClient) -> None:
         (b"[1, 2]", 422),
         (json.dumps({"work_ms": "soon"}).encode(), 422),
         (json.dumps({"order": {"items": [{"quantity": "two"}]}}).encode(), 422),
+        # No coercion the OpenAPI document does not allow: "5" is no integer, 0 no boolean.
+        (json.dumps({"work_ms": "5"}).encode(), 422),
+        (json.dumps({"count_words": 0}).encode(), 422),
+        (json.dumps({"order": {"items": [{"quantity": True}]}}).encode(), 422),
+        (json.dumps({"order": {"items": [{"unit_price_cents": 1.5}]}}).encode(), 422),
         (json.dumps({"order": {"items": [{"quantity": -1}]}}).encode(), 400),
         (json.dumps({"work_ms": -5}).encode(), 400),
         (json.dumps({"work_ms": 10**6}).encode(), 413),
@@ -161,6 +166,12 @@ def test_bad_orders_are_4xx_with_a_message(
     assert reply.status_code == status
     assert isinstance(reply.json()["detail"], str) and reply.json()["detail"]
     assert requests(registry, "rest", "unary", "client_error", str(status)) == 1
+
+
+def test_integral_number_is_an_integer(rest: TestClient) -> None:
+    # JSON Schema's integer, as the document says: 2.0 is one.
+    order = {"order": {"items": [{"quantity": 2.0, "unit_price_cents": 5}]}, "work_ms": 1.0}
+    assert rest.post("/v1/orders", json=order).json()["total_cents"] == 10
 
 
 def test_stream_ndjson(rest: TestClient, registry: CollectorRegistry) -> None:
@@ -336,6 +347,14 @@ def test_unknown_route_and_method(rest: TestClient, registry: CollectorRegistry)
     assert reply.status_code == 405 and reply.json()["detail"]
     assert requests(registry, "rest", "other", "client_error", "404") == 1
     assert requests(registry, "rest", "other", "client_error", "405") == 1
+
+
+def test_405_allows_every_method_of_the_path(rest: TestClient) -> None:
+    # Starlette listed the first route's methods only: "POST" for /v1/blobs, which has GET too.
+    reply = rest.put("/v1/blobs")
+    assert reply.status_code == 405 and reply.json()["detail"]
+    assert reply.headers["allow"] == "GET, HEAD, POST"
+    assert rest.delete("/v1/orders").headers["allow"] == "POST"
 
 
 def test_health_and_openapi_are_not_measured(rest: TestClient, registry: CollectorRegistry) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -11,9 +11,11 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
+from starlette.exceptions import HTTPException
 
 from wirelab.core import CoreError, Overloaded, PayloadBudget
 from wirelab.metrics import ServerMetrics
+from wirelab.rest import openapi
 from wirelab.rest.concurrency import ConcurrencyLimit
 from wirelab.rest.middleware import MetricsMiddleware
 from wirelab.rest.orderlimit import OrderBodyLimit
@@ -46,6 +48,22 @@ async def _request_invalid(_: Request, exc: Exception) -> JSONResponse:
     return JSONResponse({"detail": _validation_detail(exc.errors())}, status_code=422)
 
 
+def _method_not_allowed(app: FastAPI) -> Callable[[Request, Exception], Awaitable[JSONResponse]]:
+    async def answer(request: Request, exc: Exception) -> JSONResponse:
+        # Starlette's 405 lists the methods of the first route with the path only (POST, not
+        # GET, for /v1/blobs); the document has every operation on it.
+        assert isinstance(exc, HTTPException)
+        headers = dict(exc.headers or {})
+        operations = app.openapi()["paths"].get(request.url.path)
+        if operations:
+            methods = {method.upper() for method in operations}
+            methods |= {"HEAD"} if "GET" in methods else set()
+            headers["Allow"] = ", ".join(sorted(methods))
+        return JSONResponse({"detail": exc.detail}, status_code=405, headers=headers)
+
+    return answer
+
+
 def create_app(settings: Settings, metrics: ServerMetrics | None = None) -> FastAPI:
     """Build the app; with ``metrics`` None no instrumentation is installed at all."""
 
@@ -62,9 +80,11 @@ def create_app(settings: Settings, metrics: ServerMetrics | None = None) -> Fast
         description="REST mirror of wirelab.v1.WireLab (proto/wirelab/v1/wirelab.proto).",
     )
     budget = PayloadBudget(settings.limits.payload_budget_bytes)
+    openapi.install(app, settings.limits)
     app.include_router(build_router(settings.limits, settings.rest_handlers == "sync", budget))
     app.add_exception_handler(Overloaded, _overloaded)
     app.add_exception_handler(CoreError, _core_error)
+    app.add_exception_handler(405, _method_not_allowed(app))
     app.add_exception_handler(RequestValidationError, _request_invalid)
     app.add_exception_handler(ValidationError, _request_invalid)
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import AfterValidator, BaseModel, Field
+from pydantic import AfterValidator, BaseModel, BeforeValidator, Field, StrictBool
+from pydantic_core import PydanticCustomError
 
 
 def _unicode(text: str) -> str:
@@ -26,10 +27,21 @@ def _unicode(text: str) -> str:
 Text = Annotated[str, AfterValidator(_unicode)]
 
 
+def _json_integer(value: object) -> object:
+    # JSON Schema's integer, as the document types these fields: a number without a fractional
+    # part (20.0 is one), not a string nor a boolean, which pydantic's lax mode would take.
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise PydanticCustomError("int_type", "Input should be a valid integer")
+    return value
+
+
+Integer = Annotated[int, BeforeValidator(_json_integer)]
+
+
 class LineItem(BaseModel):
     sku: Text = ""
-    quantity: int = 0
-    unit_price_cents: int = 0
+    quantity: Integer = 0
+    unit_price_cents: Integer = 0
 
 
 class Order(BaseModel):
@@ -42,8 +54,8 @@ class Order(BaseModel):
 
 class OrderRequest(BaseModel):
     order: Order = Field(default_factory=Order)
-    work_ms: int = 0
-    count_words: bool = False
+    work_ms: Integer = 0
+    count_words: StrictBool = False
 
 
 class OrderReply(BaseModel):
@@ -72,3 +84,9 @@ class Blob(BaseModel):
 class BlobDigest(BaseModel):
     size: int
     sha256: str
+
+
+class Problem(BaseModel):
+    """Every error body (400, 413, 422, 503): what was wrong, in one line."""
+
+    detail: str

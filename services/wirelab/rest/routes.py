@@ -23,7 +23,7 @@ OCTETS = "application/octet-stream"
 NDJSON = "application/x-ndjson"
 _BINARY_BODY: dict[str, Any] = {
     "requestBody": {
-        "required": True,
+        "required": False,  # no body is the empty blob
         "content": {OCTETS: {"schema": {"type": "string", "format": "binary"}}},
     }
 }

@@ -1,0 +1,69 @@
+"""The REST service does what its OpenAPI document says: schemathesis, in-process, every check."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import schemathesis
+from fastapi.testclient import TestClient
+from prometheus_client import CollectorRegistry
+from schemathesis.config import SchemathesisConfig
+from schemathesis.config._checks import NEGATIVE_DATA_REJECTION_EXPECTED_STATUSES
+from wirelab.core import Limits
+from wirelab.metrics import ServerMetrics
+from wirelab.rest.app import create_app
+from wirelab.rest.openapi import STATUSES
+
+from tests.services.conftest import settings
+
+# Small limits: the document states them as maxima, and schemathesis sends the maxima too.
+LIMITS = Limits(
+    max_payload_bytes=64 * 1024,
+    chunk_bytes=4096,
+    max_stream_count=20,
+    max_message_bytes=4096,
+    max_interval_ms=5,
+    max_work_ms=20,
+)
+APP = create_app(settings(limits=LIMITS), ServerMetrics("rest", CollectorRegistry(), "async"))
+CONFIG = SchemathesisConfig.from_dict(
+    {
+        "checks": {
+            # A value over its maximum is refused with 413, as gRPC's RESOURCE_EXHAUSTED.
+            "negative_data_rejection": {
+                "expected-statuses": [*NEGATIVE_DATA_REJECTION_EXPECTED_STATUSES, "413"]
+            },
+            # Off by default: with these limits no call needs more than a small part of a second.
+            "max_response_time": 2.0,
+        },
+        # Bounded: the coverage phase (each value at, under and over its bounds, wrong types,
+        # other methods: about 300 calls) plus 40 fuzzed examples per operation, from a fixed
+        # seed; about 20 s on this project's 2-core machine.
+        "generation": {"max-examples": 40},
+        "seed": 15,
+    }
+)
+schema = schemathesis.openapi.from_asgi("/openapi.json", APP, config=CONFIG)
+
+
+@schema.parametrize()
+def test_api_does_what_its_document_says(case: schemathesis.Case[Any]) -> None:
+    case.call_and_validate()
+
+
+def test_document_states_limits_errors_and_statuses() -> None:
+    with TestClient(APP) as client:
+        doc = client.get("/openapi.json").json()
+    assert "HTTPValidationError" not in doc["components"]["schemas"]
+    for (method, path), codes in STATUSES.items():
+        responses = doc["paths"][path][method]["responses"]
+        assert set(responses) == {"200", *map(str, codes)}
+        for code in codes:
+            problem = responses[str(code)]["content"]["application/json"]["schema"]
+            assert problem == {"$ref": "#/components/schemas/Problem"}
+    assert doc["paths"]["/v1/blobs"]["get"]["responses"]["503"]["headers"]["Retry-After"]
+    count = doc["paths"]["/v1/stream"]["get"]["parameters"][0]
+    assert count["name"] == "count"
+    assert (count["schema"]["minimum"], count["schema"]["maximum"]) == (0, 20)
+    work_ms = doc["components"]["schemas"]["OrderRequest"]["properties"]["work_ms"]
+    assert work_ms["maximum"] == LIMITS.max_work_ms
