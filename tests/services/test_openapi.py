@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
+import pytest
 import schemathesis
+from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from prometheus_client import CollectorRegistry
 from schemathesis.config import SchemathesisConfig
@@ -12,7 +15,7 @@ from schemathesis.config._checks import NEGATIVE_DATA_REJECTION_EXPECTED_STATUSE
 from wirelab.core import Limits
 from wirelab.metrics import ServerMetrics
 from wirelab.rest.app import create_app
-from wirelab.rest.openapi import STATUSES
+from wirelab.rest.openapi import BUDGETED, STATUSES
 
 from tests.services.conftest import settings
 
@@ -51,15 +54,21 @@ def test_api_does_what_its_document_says(case: schemathesis.Case[Any]) -> None:
     case.call_and_validate()
 
 
+def _document(app: FastAPI) -> dict[str, Any]:
+    with TestClient(app) as client:
+        doc: dict[str, Any] = client.get("/openapi.json").json()
+    return doc
+
+
 def test_document_states_limits_errors_and_statuses() -> None:
-    with TestClient(APP) as client:
-        doc = client.get("/openapi.json").json()
+    doc = _document(APP)
     assert "HTTPValidationError" not in doc["components"]["schemas"]
     for (method, path), codes in STATUSES.items():
         responses = doc["paths"][path][method]["responses"]
-        assert set(responses) == {"200", *map(str, codes)}
-        for code in codes:
-            problem = responses[str(code)]["content"]["application/json"]["schema"]
+        overload = {"503"} if (method, path) in BUDGETED else set()
+        assert set(responses) == {"200", *map(str, codes), *overload}
+        for code in set(responses) - {"200"}:
+            problem = responses[code]["content"]["application/json"]["schema"]
             assert problem == {"$ref": "#/components/schemas/Problem"}
     assert doc["paths"]["/v1/blobs"]["get"]["responses"]["503"]["headers"]["Retry-After"]
     count = doc["paths"]["/v1/stream"]["get"]["parameters"][0]
@@ -67,3 +76,11 @@ def test_document_states_limits_errors_and_statuses() -> None:
     assert (count["schema"]["minimum"], count["schema"]["maximum"]) == (0, 20)
     work_ms = doc["components"]["schemas"]["OrderRequest"]["properties"]["work_ms"]
     assert work_ms["maximum"] == LIMITS.max_work_ms
+
+
+@pytest.mark.parametrize(("budget", "cap", "with_503"), [(0, 0, 0), (1, 0, 4), (0, 8, 8)])
+def test_503_is_declared_where_it_can_be_answered(budget: int, cap: int, with_503: int) -> None:
+    limits = dataclasses.replace(LIMITS, payload_budget_bytes=budget)
+    doc = _document(create_app(settings(limits=limits, rest_max_concurrent_calls=cap)))
+    operations = [op for path in doc["paths"].values() for op in path.values()]
+    assert sum("503" in op["responses"] for op in operations) == with_503

@@ -80,7 +80,7 @@ def create_app(settings: Settings, metrics: ServerMetrics | None = None) -> Fast
         description="REST mirror of wirelab.v1.WireLab (proto/wirelab/v1/wirelab.proto).",
     )
     budget = PayloadBudget(settings.limits.payload_budget_bytes)
-    openapi.install(app, settings.limits)
+    openapi.install(app, settings.limits, capped=settings.rest_max_concurrent_calls > 0)
     app.include_router(build_router(settings.limits, settings.rest_handlers == "sync", budget))
     app.add_exception_handler(Overloaded, _overloaded)
     app.add_exception_handler(CoreError, _core_error)

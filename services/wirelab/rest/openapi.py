@@ -25,24 +25,34 @@ _ERRORS: dict[int, dict[str, Any]] = {
         "string that is not Unicode text (a lone surrogate)"
     },
     503: {
-        "description": "Payload budget exhausted: the service holds as many payload bytes as it "
-        "may; nothing was done, retry after Retry-After seconds",
+        "description": "Overloaded: the payload budget is exhausted (one-message blob routes) or "
+        "the cap on concurrent calls reached; nothing was done, retry after Retry-After seconds",
         "headers": {
             "Retry-After": {"required": True, "schema": {"type": "integer", "minimum": 0}},
         },
     },
 }
-# Every status each operation answers besides 200; the schemathesis test holds the service to it.
+# Every status each operation answers besides 200 and 503; the schemathesis test holds the
+# service to it.
 STATUSES: dict[tuple[str, str], tuple[int, ...]] = {
     ("post", "/v1/orders"): (400, 413, 422),
     ("get", "/v1/stream"): (400, 413, 422),
-    ("post", "/v1/blobs"): (413, 503),
-    ("post", "/v1/blobs/json"): (400, 413, 422, 503),
+    ("post", "/v1/blobs"): (413,),
+    ("post", "/v1/blobs/json"): (400, 413, 422),
     ("post", "/v1/blobs/stream"): (413,),
-    ("get", "/v1/blobs"): (400, 413, 422, 503),
-    ("get", "/v1/blobs/json"): (400, 413, 422, 503),
+    ("get", "/v1/blobs"): (400, 413, 422),
+    ("get", "/v1/blobs/json"): (400, 413, 422),
     ("get", "/v1/blobs/stream"): (400, 413, 422),
 }
+# The operations that hold their body in the payload budget (rest/bodies.py): 503 past it.
+BUDGETED = frozenset(
+    {
+        ("post", "/v1/blobs"),
+        ("post", "/v1/blobs/json"),
+        ("get", "/v1/blobs"),
+        ("get", "/v1/blobs/json"),
+    }
+)
 _BLOB_HEADERS = {
     "x-wirelab-size": {"required": True, "schema": {"type": "integer", "minimum": 0}},
     "x-wirelab-sha256": {
@@ -84,9 +94,11 @@ def _parameter_ranges(limits: Limits) -> dict[tuple[str, str], tuple[int, int]]:
     }
 
 
-def complete(doc: dict[str, Any], limits: Limits) -> dict[str, Any]:
+def complete(doc: dict[str, Any], limits: Limits, capped: bool) -> dict[str, Any]:
     """Declare in ``doc`` the error body and every status each operation answers, the media
     types of binary and NDJSON replies, and ``limits`` as each value's minimum and maximum.
+    503 is declared where the service can answer it: on the budgeted operations while there is
+    a payload budget, on every one when the number of concurrent calls is ``capped``.
 
     The limits are not validation rules of the routes (``ge``/``le`` would answer 422 where the
     core answers 400 or 413, as gRPC does), so FastAPI cannot see them; a fuzzer that does not
@@ -102,7 +114,8 @@ def complete(doc: dict[str, Any], limits: Limits) -> dict[str, Any]:
         operation = doc["paths"][path][method]
         responses = operation["responses"]
         responses.pop("422", None)
-        for code in codes:
+        overloaded = capped or (limits.payload_budget_bytes > 0 and (method, path) in BUDGETED)
+        for code in (*codes, 503) if overloaded else codes:
             responses[str(code)] = {**_ERRORS[code], "content": _PROBLEM}
         if (method, path) in _REPLIES:
             responses["200"] = _REPLIES[method, path]
@@ -121,14 +134,14 @@ def complete(doc: dict[str, Any], limits: Limits) -> dict[str, Any]:
     return doc
 
 
-def install(app: FastAPI, limits: Limits) -> None:
+def install(app: FastAPI, limits: Limits, capped: bool) -> None:
     """Serve :func:`complete`'s document as ``app``'s ``/openapi.json`` (built once, cached)."""
     generate: Callable[[], dict[str, Any]] = app.openapi
 
     def document() -> dict[str, Any]:
         if app.openapi_schema is None:
             # A copy: FastAPI's document shares dicts with the routes (openapi_extra).
-            app.openapi_schema = complete(copy.deepcopy(generate()), limits)
+            app.openapi_schema = complete(copy.deepcopy(generate()), limits, capped)
         return app.openapi_schema
 
     app.openapi = document  # type: ignore[method-assign]  # FastAPI's documented extension point
