@@ -13,7 +13,12 @@ from starlette.websockets import WebSocketDisconnect
 from wirelab import core
 from wirelab.core import CoreError, Limits, OrderTotals, PayloadBudget, StreamPlan
 from wirelab.rest import codec
-from wirelab.rest.bodies import DrainedResponse, body_reader, check_declared_length
+from wirelab.rest.bodies import (
+    JSON_UPLOAD_HOLDS,
+    DrainedResponse,
+    body_reader,
+    check_declared_length,
+)
 from wirelab.rest.models import Blob, BlobDigest, BlobUpload, OrderReply, OrderRequest
 from wirelab.rest.streaming import StreamedResponse
 
@@ -97,7 +102,9 @@ def build_router(limits: Limits, sync: bool, budget: PayloadBudget) -> APIRouter
         size, sha = core.hash_blob(body, limits)
         return BlobDigest(size=size, sha256=sha)
 
-    def upload_json(body: bytes = Depends(body_reader(json_limit, budget))) -> BlobDigest:
+    def upload_json(
+        body: bytes = Depends(body_reader(json_limit, budget, JSON_UPLOAD_HOLDS)),
+    ) -> BlobDigest:
         text = BlobUpload.model_validate_json(body).data
         size, sha = core.hash_blob(codec.decode_b64(text, "data"), limits)
         return BlobDigest(size=size, sha256=sha)
@@ -119,19 +126,22 @@ def build_router(limits: Limits, sync: bool, budget: PayloadBudget) -> APIRouter
         except BaseException:
             budget.release(size)
             raise
-        return DrainedResponse(body, budget, size, OCTETS, headers)
+        return DrainedResponse([body], budget, size, OCTETS, headers)
 
     def download_json(size: int = 0) -> Response:
         core.check_blob_size(size, limits)
-        held = (size + 2) // 3 * 4  # the base64 text, most of the body
+        # The blob and its base64 exist together while it is encoded.
+        held = size + (size + 2) // 3 * 4
         budget.acquire(held)
         try:
-            data = codec.b64(core.payload(size)).decode("ascii")
-            body = Blob(data=data, size=size, sha256=core.digest(size)).model_dump_json()
+            # Blob's JSON in three parts around the base64, sent in turn: through pydantic the
+            # text was held as bytes, str, the model's JSON and its encoding (4x the blob).
+            data = codec.b64(core.payload(size))
+            tail = b'","size":%d,"sha256":"%s"}' % (size, core.digest(size).encode())
         except BaseException:
             budget.release(held)
             raise
-        return DrainedResponse(body.encode(), budget, held, "application/json")
+        return DrainedResponse([b'{"data":"', data, tail], budget, held, "application/json")
 
     async def chunks_async(size: int, chunk_size: int) -> AsyncIterator[bytes]:
         for chunk in core.chunks(size, chunk_size):
