@@ -1,6 +1,10 @@
 # One place for the lab's commands; the README's two leading commands are `make lab` and `make test`.
 SHELL := /bin/bash
 PYTHON ?= python3
+# `make bench SCENARIO=iit ARGS=--dry-run`, `make report RUN=results/<folder>`.
+SCENARIO ?= smoke
+ARGS ?=
+RUN ?=
 
 .PHONY: proto
 # Regenerate the stubs from the one contract (never edit services/wirelab/v1 by hand).
@@ -16,8 +20,9 @@ test:
 	tests/run
 
 .PHONY: lab lab-down offline-images
-# Build and start the whole lab, returning when every service is healthy. Uses the offline
-# stand-in images (and leaves Grafana out) when no registry answers, or when WIRELAB_OFFLINE=1.
+# Build and start the whole lab, returning when every service is healthy. First Docker, its
+# engine and the compose plugin when missing (as root; otherwise it says what to run). Uses the
+# offline stand-in images (and leaves Grafana out) when no registry answers, or WIRELAB_OFFLINE=1.
 lab:
 	offline/lab-up
 
@@ -28,3 +33,12 @@ lab-down:
 # Build the offline stand-in images only (each skipped when already present).
 offline-images:
 	offline/build-images
+
+.PHONY: bench report
+# `wirelab bench` / `wirelab report` from the host, against the lab's published ports: the
+# project's virtualenv gets the runner and the notebook's packages first (once; offline/venv).
+bench:
+	"$$(offline/venv bench,notebook)/bin/wirelab" bench $(SCENARIO) $(ARGS)
+
+report:
+	"$$(offline/venv bench,notebook)/bin/wirelab" report $(RUN) $(ARGS)
