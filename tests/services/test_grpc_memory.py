@@ -90,7 +90,7 @@ def test_concurrent_downloads_past_the_budget(budgeted: Service) -> None:
     refused = codes.count("RESOURCE_EXHAUSTED")
     counted = budgeted.wait_for(
         'wirelab_server_requests_total{code="RESOURCE_EXHAUSTED",kind="download",'
-        'outcome="server_error",protocol="grpc"}',
+        'outcome="client_error",protocol="grpc"}',
         refused,
     )
     assert counted == refused
@@ -109,7 +109,7 @@ def test_concurrent_uploads_past_the_budget(budgeted: Service) -> None:
     refused = codes.count("RESOURCE_EXHAUSTED")
     counted = budgeted.wait_for(
         'wirelab_server_requests_total{code="RESOURCE_EXHAUSTED",kind="upload",'
-        'outcome="server_error",protocol="grpc"}',
+        'outcome="client_error",protocol="grpc"}',
         refused,
     )
     assert counted == refused

@@ -27,12 +27,16 @@ from google.protobuf.message import DecodeError
 from wirelab import core
 from wirelab.core import CoreError, Limits, Overloaded, PayloadBudget
 from wirelab.rpc.errors import status_of
-from wirelab.rpc.kinds import PUSHBACK
 from wirelab.rpc.measure import Handler
 
 Parse = Callable[[bytes], Any]
 # How many payload bytes a call holds, from its raw message (before parsing) or its request.
 Holds = Callable[[bytes], int]
+
+
+# Trailing metadata of a refusal for load. Such a refusal counts client_error/RESOURCE_EXHAUSTED
+# (REST's 503 counts client_error too); its details and this tell it from an input over a limit.
+PUSHBACK = "grpc-retry-pushback-ms"
 
 
 def pushback(exc: Overloaded) -> tuple[tuple[str, str], ...]:
@@ -192,13 +196,9 @@ class Intake:
         return decoded
 
 
-# The trailing metadata is set on the context, not passed to abort, so the measured handler
-# reads it there and counts an overload refusal apart from an input over a limit (kinds.py).
 async def _aio_refuse(context: Any, refused: tuple[Any, ...]) -> None:
     code, details, trailing = refused
-    if trailing:
-        context.set_trailing_metadata(trailing)
-    await context.abort(code, details)
+    await context.abort(code, details, trailing)
 
 
 def _sync_refuse(context: Any, refused: tuple[Any, ...]) -> None:

@@ -25,10 +25,6 @@ OTHER_KIND = "other"
 UNMEASURED_PREFIXES = ("/grpc.health.v1.", "/grpc.reflection.")
 
 
-# Trailing metadata of a call refused for load (intake.py): grpc's retry pushback, in ms.
-PUSHBACK = "grpc-retry-pushback-ms"
-
-
 class Recorded:
     """``with Recorded(call, context):`` around a handler's work decides the call's outcome: OK
     (or the code the handler set) if the block completes, else by what it raised. The call is
@@ -87,14 +83,11 @@ def ok_outcome(context: Any) -> tuple[str, str]:
 def error_outcome(context: Any, exc: BaseException) -> tuple[str, str]:
     """The outcome of a call whose handler raised: an abort carries its code; a cancelled task,
     a closed generator or a request stream that failed (thread-pool server: grpc.RpcError)
-    mean the call was abandoned; anything else is a server error (UNKNOWN). A refusal for
-    load is a server error with its code, as REST's 503 is."""
+    mean the call was abandoned; anything else is a server error (UNKNOWN)."""
     if isinstance(exc, asyncio.CancelledError | GeneratorExit | grpc.RpcError):
         return abandoned(context)
     code = context.code()
     if isinstance(code, grpc.StatusCode) and code is not grpc.StatusCode.OK:
-        if code is grpc.StatusCode.RESOURCE_EXHAUSTED and _overloaded(context):
-            return "server_error", code.name
         return grpc_outcome(code.name), code.name
     return "server_error", "UNKNOWN"
 
@@ -108,7 +101,3 @@ def _sync_cancelled(context: Any) -> bool:
     aio context has no ``_state`` (the aio path confirms its calls in measure_aio.py)."""
     state = getattr(context, "_state", None)
     return getattr(state, "client", None) == "cancelled"
-
-
-def _overloaded(context: Any) -> bool:
-    return any(key == PUSHBACK for key, _ in context.trailing_metadata() or ())
