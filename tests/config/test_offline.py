@@ -5,7 +5,9 @@ choice says why it was made, and a failed choice stops the lab. Docker itself is
 from __future__ import annotations
 
 import os
+import re
 import shutil
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -17,13 +19,15 @@ from tests.config.queries import REPO
 OFFLINE = REPO / "offline"
 NO_ENGINE = "Cannot connect to the Docker daemon at unix:///var/run/docker.sock."
 NO_REGISTRY = 'Error response from daemon: Get "https://registry-1.docker.io/v2/": no such host'
-# `docker` as each test needs it: `info` answers or prints $FAKE_INFO_ERROR; `pull` and
+# `docker` as each test needs it: `info` answers, or prints $FAKE_INFO_ERROR until a (fake)
+# dockerd has created the file $FAKE_ENGINE; `pull` and
 # `image inspect` of upstream images fail (the stand-ins are "present"); `compose config` is the
 # real plugin, other compose calls succeed; every call is logged to $FAKE_LOG.
 FAKE_DOCKER = """#!/usr/bin/env bash
 echo "$*" >>"$FAKE_LOG"
 case "$1 ${2:-}" in
-    "info "*) [[ -z "${FAKE_INFO_ERROR:-}" ]] || { echo "$FAKE_INFO_ERROR" >&2; exit 1; } ;;
+    "info "*) [[ -z "${FAKE_INFO_ERROR:-}" || -e "${FAKE_ENGINE:-/nonexistent}" ]] \
+        || { echo "$FAKE_INFO_ERROR" >&2; exit 1; } ;;
     "pull "*) echo "$FAKE_PULL_ERROR" >&2; exit 1 ;;
     "image inspect") [[ "$3" == wirelab/* ]] ;;
     "compose "*) [[ " $* " == *" config "* ]] && exec "$REAL_DOCKER" "$@"; exit 0 ;;
@@ -57,11 +61,9 @@ def add_command(env: dict[str, str], name: str, script: str) -> None:
     path.chmod(0o755)
 
 
-def as_user(env: dict[str, str]) -> None:
-    """`id` says uid 1000, so the scripts take the path of a user without root."""
-    add_command(
-        env, "id", 'case "${1:-}" in -u) echo 1000 ;; -un) echo ann ;; *) echo 1000 ;; esac'
-    )
+def as_user(env: dict[str, str], uid: int = 1000) -> None:
+    """`id` says ``uid``, so the scripts take the path of a user without root (or of root)."""
+    add_command(env, "id", f'case "${{1:-}}" in -un) echo ann ;; *) echo {uid} ;; esac')
 
 
 def run(
@@ -161,3 +163,28 @@ def test_the_compose_plugin_is_the_go_binary_not_pips_wrapper(
     assert plugin.read_bytes()[:4] == b"\x7fELF"
     check = subprocess.run([str(plugin), "version"], capture_output=True, text=True, timeout=30)
     assert check.returncode == 0 and "Docker Compose version" in check.stdout
+
+
+def test_as_root_make_lab_installs_docker_and_starts_its_engine(
+    fake: dict[str, str], tmp_path: Path
+) -> None:
+    """apt-get installs docker.io (here: a dockerd that marks the engine up, then sleeps) and
+    offline/dockerd-up starts it, as the e2e test does; its pid is printed."""
+    as_user(fake, uid=0)
+    package = tmp_path / "dockerd"
+    package.write_text('#!/usr/bin/env bash\ntouch "$FAKE_ENGINE"\nexec sleep 60\n')
+    package.chmod(0o755)
+    bin_dir = fake["PATH"].split(":")[0]
+    add_command(fake, "apt-get", f'echo "apt-get $*" >>"$FAKE_LOG"; cp {package} {bin_dir}/')
+    env = {**fake, "FAKE_INFO_ERROR": NO_ENGINE, "FAKE_ENGINE": str(tmp_path / "engine"),
+           "WIRELAB_DOCKERD_LOG": str(tmp_path / "dockerd.log")}  # fmt: skip
+    done, _ = run(env, "docker-ready")
+    pids = re.findall(r"started dockerd, pid (\d+)", done.stderr)
+    try:
+        assert done.returncode == 0, done.stderr
+        assert "apt-get install -y -q --no-install-recommends docker.io" in docker_calls(fake)
+        assert len(pids) == 1, done.stderr
+        assert Path(f"/proc/{pids[0]}/cmdline").read_bytes().startswith(b"sleep\0")
+    finally:
+        for pid in pids:
+            os.kill(int(pid), signal.SIGTERM)
