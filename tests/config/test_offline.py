@@ -188,3 +188,20 @@ def test_as_root_make_lab_installs_docker_and_starts_its_engine(
     finally:
         for pid in pids:
             os.kill(int(pid), signal.SIGTERM)
+
+
+def test_the_offline_base_image_installs_debootstrap_when_missing(
+    fake: dict[str, str], tmp_path: Path
+) -> None:
+    """Only the offline path needs debootstrap: `make lab` installs it there, as `make test` does
+    (here apt-get brings one that fails, so nothing is built)."""
+    as_user(fake, uid=0)
+    package = tmp_path / "debootstrap"
+    package.write_text("#!/usr/bin/env bash\necho 'fake debootstrap: no mirror'\nexit 1\n")
+    package.chmod(0o755)
+    bin_dir = fake["PATH"].split(":")[0]
+    add_command(fake, "apt-get", f'echo "apt-get $*" >>"$FAKE_LOG"; cp {package} {bin_dir}/')
+    done, _ = run(fake, "build-python-base", "wirelab-test/absent:tag")
+    assert done.returncode == 1
+    assert "apt-get install -y -q --no-install-recommends debootstrap" in docker_calls(fake)
+    assert "fake debootstrap: no mirror" in done.stderr
