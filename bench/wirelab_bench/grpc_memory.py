@@ -1,16 +1,18 @@
-"""Memory one gRPC call needs, per path and server mode: the peak RSS one large transfer adds.
+"""Memory gRPC calls need, per path and server mode: the peak RSS large transfers add.
 
-Each path gets a fresh `python -m wirelab.rpc` (metrics on, as in the lab) pinned to one core;
-after one small warm-up call of the same path, its high-water mark (VmHWM) is read, then one
-transfer of the payload runs and the mark is read again. The difference is what that call
-needed at its peak, with every copy grpc, protobuf and the service made; printed in MiB and as
-a multiple of the payload, which is what the payload budget (WIRELAB_PAYLOAD_BUDGET_BYTES)
-should be read against.
+Each cell gets a fresh `python -m wirelab.rpc` (metrics on, as in the lab) pinned to one core;
+after a small warm-up call, its high-water mark (VmHWM) is read, the transfers run and the mark
+is read again. First one transfer per path: what that call needed at its peak, with every copy
+grpc, protobuf and the service made, in MiB and as a multiple of the payload (what the payload
+budget, WIRELAB_PAYLOAD_BUDGET_BYTES, should be read against). Then a burst: concurrent
+one-message transfers, each on a channel of its own, with the budget (room for one) and
+without, and how many were refused.
 """
 
 from __future__ import annotations
 
 import sys
+import threading
 from collections.abc import Callable, Iterator
 
 import grpc
@@ -26,6 +28,8 @@ KNOBS = (
     ("size-mib", int, 64, "payload of the one transfer per path, MiB"),
     ("chunk-bytes", int, MIB, "chunk size of the chunked paths"),
     ("modes", str, "aio,sync", "gRPC server modes, comma-separated"),
+    ("burst", int, 8, "concurrent one-message transfers in the burst (0: no burst)"),
+    ("burst-mib", int, 32, "payload of each transfer in the burst, MiB"),
 )
 Transfer = Callable[[pb_grpc.WireLabStub, int, int], int]
 
@@ -59,20 +63,57 @@ PATHS: dict[str, Transfer] = {
 }
 
 
+def _options(size: int) -> list[tuple[str, int]]:
+    limit = size + 2 * MIB
+    return [("grpc.max_receive_message_length", limit), ("grpc.max_send_message_length", limit)]
+
+
 def measure(mode: str, transfer: Transfer, size: int, step: int) -> int:
     """Bytes the peak RSS of a fresh server grew by during one ``transfer`` of ``size``."""
-    limit = size + 2 * MIB
-    options = [("grpc.max_receive_message_length", limit), ("grpc.max_send_message_length", limit)]
     extra = ["--grpc-server", mode, "--max-payload-bytes", str(size)]
     with (
         service("grpc", SERVER_CPU, extra) as svc,
-        grpc.insecure_channel(svc.address, options=options) as channel,
+        grpc.insecure_channel(svc.address, options=_options(size)) as channel,
     ):
         stub = pb_grpc.WireLabStub(channel)
         transfer(stub, 4096, 4096)  # warm-up: code paths, buffers, the payload pattern
         before = svc.peak_rss()
         assert transfer(stub, size, step) == size
         return svc.peak_rss() - before
+
+
+def burst(mode: str, transfer: Transfer, size: int, calls: int, budget: int) -> tuple[int, int]:
+    """Peak RSS growth of a fresh server during ``calls`` concurrent ``transfer``s of ``size``
+    at ``budget`` (0: admission off), and how many were refused."""
+    extra = ["--grpc-server", mode, "--max-payload-bytes", str(size)]
+    extra += ["--payload-budget-bytes", str(budget)]
+    with service("grpc", SERVER_CPU, extra) as svc:
+        channels = [
+            grpc.insecure_channel(svc.address, options=_options(size)) for _ in range(calls)
+        ]
+        stubs = [pb_grpc.WireLabStub(channel) for channel in channels]
+        for stub in stubs:
+            transfer(stub, 4096, 4096)
+        before = svc.peak_rss()
+        together = threading.Barrier(calls)
+        refused = []
+
+        def one(stub: pb_grpc.WireLabStub) -> None:
+            together.wait()
+            try:
+                transfer(stub, size, size)
+            except grpc.RpcError as exc:
+                assert exc.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, exc
+                refused.append(1)
+
+        threads = [threading.Thread(target=one, args=(stub,)) for stub in stubs]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        for channel in channels:
+            channel.close()
+        return svc.peak_rss() - before, len(refused)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -88,6 +129,20 @@ def main(argv: list[str] | None = None) -> int:
             grown = measure(mode, transfer, size, args.chunk_bytes)
             cells.append(f"{grown / MIB:8.0f} MiB ({grown / size:4.1f}x)")
         print(f"{name:<24}" + "".join(f"{cell:>22}" for cell in cells), flush=True)
+    if args.burst:
+        size = args.burst_mib * MIB
+        budget = size + size // 4  # room for one call at a time
+        print(f"\n{args.burst} concurrent {args.burst_mib} MiB calls: peak RSS added, refused")
+        print(f"{'path, budget':<30}" + "".join(f"{mode:>18}" for mode in args.modes.split(",")))
+        for name in ("upload, one message", "download, one message"):
+            for room in (budget, 0):
+                cells = []
+                for mode in args.modes.split(","):
+                    grown, refused = burst(mode, PATHS[name], size, args.burst, room)
+                    cells.append(f"{grown / MIB:6.0f} MiB, {refused:2d}")
+                path = name.split(",")[0]
+                label = f"{path}, {room // MIB} MiB" if room else f"{path}, off"
+                print(f"{label:<30}" + "".join(f"{cell:>18}" for cell in cells), flush=True)
     return 0
 
 
