@@ -14,6 +14,14 @@ proto:
 		--mypy_grpc_out=services \
 		proto/wirelab/v1/wirelab.proto
 
+.PHONY: lock
+# Re-pin requirements.lock (every package of every extra, for this project's Python and platform)
+# after editing pyproject.toml's dependencies; `--exclude-newer` makes the result repeatable.
+lock:
+	.venv/bin/uv pip compile pyproject.toml --all-extras --python-version 3.11 \
+		--python-platform x86_64-unknown-linux-gnu \
+		--exclude-newer $$(date -u +%Y-%m-%dT00:00:00Z) -o requirements.lock
+
 .PHONY: test
 # Everything CI runs: installs test dependencies, then lint, unit, integration, browser, e2e.
 test:

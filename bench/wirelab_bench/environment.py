@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import importlib.metadata
 import os
 import platform
 import shutil
@@ -37,6 +39,17 @@ def host_info() -> dict[str, Any]:
         "kernel": platform.release(),
         "os": platform.platform(),
         "python": platform.python_version(),
+    }
+
+
+def packages(repo: Path) -> dict[str, Any]:
+    """Exact versions of every package installed where the runner runs, and which lock pinned
+    them (the service and Locust images install from the same requirements.lock)."""
+    lock = repo / "requirements.lock"
+    installed = {dist.metadata["Name"]: dist.version for dist in importlib.metadata.distributions()}
+    return {
+        "lock_sha256": hashlib.sha256(lock.read_bytes()).hexdigest() if lock.exists() else None,
+        "installed": dict(sorted(installed.items(), key=lambda kv: kv[0].lower())),
     }
 
 

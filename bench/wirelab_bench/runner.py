@@ -110,6 +110,7 @@ def run(scenario: Scenario, knobs: Knobs) -> tuple[int, Path]:
         "knobs": vars(knobs),
         "git": environment.git_info(REPO),
         "host": environment.host_info(),
+        "packages": environment.packages(REPO),
         "docker": environment.docker_info(knobs.compose_project),
         "missing": reasons,
     }

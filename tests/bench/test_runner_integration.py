@@ -70,6 +70,8 @@ def test_folder_layout_and_manifest(finished: tuple[int, Path]) -> None:
     assert manifest["cells_done"] and len(manifest["cells_done"]) == manifest["cells_planned"] == 8
     assert len(manifest["git"]["sha"]) == 40 and isinstance(manifest["git"]["dirty"], bool)
     assert manifest["host"]["cpu_count"] >= 1 and manifest["host"]["kernel"]
+    assert len(manifest["packages"]["lock_sha256"]) == 64
+    assert manifest["packages"]["installed"]["locust"] == "2.47.0"
     assert "docker" in manifest and "version" in manifest["docker"]
     assert manifest["knobs"]["prometheus_url"] == ""
     assert "containers" in manifest["missing"]  # no Prometheus: the reason is recorded
