@@ -18,7 +18,7 @@ from grpc_health.v1.health import aio as health_aio  # type: ignore[attr-defined
 from wirelab import serving
 from wirelab.core import PayloadBudget
 from wirelab.metrics import ServerMetrics
-from wirelab.rpc.intake import Intake
+from wirelab.rpc.intake import Admission
 from wirelab.rpc.kinds import SERVICE
 from wirelab.rpc.measure import Capture, MeasuredMethods
 from wirelab.rpc.measure_aio import AioMeasuredMethods
@@ -47,10 +47,10 @@ def _register(
     servicer: Any,
     health_servicer: Any,
     measured: MeasuredMethods | None,
-    intake: Intake,
+    admission: Admission,
 ) -> None:
     capture = Capture.of(pb_grpc.add_WireLabServicer_to_server, servicer)
-    handlers = intake.handlers(capture.handlers)
+    handlers = admission.handlers(capture.handlers)
     if measured is None:
         server.add_registered_method_handlers(capture.service, handlers)
     else:
@@ -92,8 +92,8 @@ async def build_aio(
     server = grpc.aio.server(options=server_options(settings))
     health_servicer = health_aio.HealthServicer()
     measured = AioMeasuredMethods(metrics) if metrics is not None else None
-    intake = Intake(settings.limits, _budget(settings, metrics), aio=True)
-    _register(server, AsyncWireLab(settings.limits), health_servicer, measured, intake)
+    admission = Admission(settings.limits, _budget(settings, metrics), aio=True)
+    _register(server, AsyncWireLab(settings.limits), health_servicer, measured, admission)
     bound = _bind(server, settings, port)
     for name in ("", SERVICE):
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
@@ -109,8 +109,8 @@ def build_sync(
     )
     health_servicer = health.HealthServicer()
     measured = SyncMeasuredMethods(metrics) if metrics is not None else None
-    intake = Intake(settings.limits, _budget(settings, metrics), aio=False)
-    _register(server, SyncWireLab(settings.limits), health_servicer, measured, intake)
+    admission = Admission(settings.limits, _budget(settings, metrics), aio=False)
+    _register(server, SyncWireLab(settings.limits), health_servicer, measured, admission)
     bound = _bind(server, settings, port)
     for name in ("", SERVICE):
         health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
