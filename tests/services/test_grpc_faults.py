@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -25,6 +26,7 @@ from tests.services.conftest import (
     settled,
     value,
 )
+from tests.services.test_integration import start
 
 # Bytes no message parses: a field tag with a wire type protobuf does not have.
 GARBAGE = b"\xff\xff\xff\xff"
@@ -180,3 +182,16 @@ def test_bind_address_brackets_ipv6_literals() -> None:
     assert bind_address("[::1]", 5) == "[::1]:5"
     assert bind_address("127.0.0.1", 5) == "127.0.0.1:5"
     assert bind_address("localhost", 5) == "localhost:5"
+
+
+@pytest.mark.integration
+def test_process_serves_on_ipv6_loopback(tmp_path: Path) -> None:
+    # `WIRELAB_HOST=::1 python -m wirelab.rpc` said "address already in use or unavailable";
+    # start() waits for the container healthcheck, which must reach [::1] too.
+    service = start("wirelab.rpc", tmp_path, {"WIRELAB_HOST": "::1"})
+    try:
+        with grpc.insecure_channel(f"[::1]:{service.port}") as channel:
+            reply = pb_grpc.WireLabStub(channel).Download(pb.BlobRequest(size=10), timeout=10)
+        assert reply.size == 10
+    finally:
+        assert service.stop() == 0
