@@ -38,9 +38,16 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
     body forever: a 128 MiB header was accepted after 23.6 s while other calls waited up to 8 s,
     3,000 connections with unfinished headers were all held, and a half-sent body was held
     forever. Here headers past ``max_header_bytes`` are answered 431, headers not complete within
-    ``header_timeout`` 408, and a body with no new bytes for ``body_timeout`` (while the app waits
-    for them) cuts the call off, recorded as a timeout. One watchdog timer per connection, re-armed
-    only when it fires, so a call costs a few attribute writes, not a timer of its own."""
+    ``header_timeout`` 408 (a connection that sends nothing included), and a body with no new
+    bytes for ``body_timeout``, while the app waits for them, cuts the call off: 408, recorded
+    as a timeout.
+
+    What the connection waits for is read from uvicorn's own state after each read, and one
+    watchdog timer per connection is armed only while something is awaited: a small request
+    that arrives whole costs one method override and a few attribute reads, about 0.5 us over
+    uvicorn's 15 us of parsing and dispatch (in-process loop feeding a small POST to the
+    protocol). Overriding the parser callbacks instead, a clock read at each, cost about 1.7 us.
+    """
 
     bounds = Bounds()
 
@@ -48,7 +55,9 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         super().connection_made(transport)
         self._watchdog: asyncio.TimerHandle | None = None
         self._header_bytes = 0
-        self._enter(_HEADERS)  # a connection that never sends a byte is held no longer
+        self._awaiting = _HEADERS  # a connection that never sends a byte is held no longer
+        self._since = self.loop.time()
+        self._arm()
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self._watchdog is not None:
@@ -56,76 +65,78 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
             self._watchdog = None
         super().connection_lost(exc)
 
+    def _waiting_for(self) -> int:
+        """What the connection waits for from the client now, from uvicorn's state: the scope
+        is replaced when a request begins, the cycle when its headers are complete."""
+        scope, cycle = self.scope, self.cycle
+        if scope is None or cycle is None or cycle.scope is not scope:
+            return _HEADERS
+        if cycle.more_body and not cycle.response_complete:
+            return _BODY
+        return _IDLE
+
     def data_received(self, data: bytes) -> None:
         super().data_received(data)
-        # Counted after parsing: on_message_begin resets the count for each request. Headers
-        # split over reads are refused within one read (at most 256 KiB) of the bound.
-        if self._phase == _HEADERS and self.bounds.max_header_bytes:
-            self._header_bytes += len(data)
-            if (
-                self._header_bytes > self.bounds.max_header_bytes
-                and not self.transport.is_closing()
-            ):
-                limit = self.bounds.max_header_bytes
-                self._refuse(b"431 Request Header Fields Too Large", f"headers over {limit} bytes")
-
-    def on_message_begin(self) -> None:
-        super().on_message_begin()
-        self._header_bytes = 0
-        self._enter(_HEADERS)
-
-    def on_headers_complete(self) -> None:
-        super().on_headers_complete()
-        if self.parser.should_upgrade() and self._should_upgrade():
-            self._phase = _IDLE  # a WebSocket: the connection passes to its own protocol
+        awaiting = self._waiting_for()
+        if awaiting == _IDLE:
+            self._awaiting = _IDLE
             return
-        # A body follows unless on_message_complete comes right after (a GET).
-        self._enter(_BODY)
-
-    def on_body(self, body: bytes) -> None:
-        super().on_body(body)
-        self._since = self.loop.time()
-
-    def on_message_complete(self) -> None:
-        super().on_message_complete()
-        self._phase = _IDLE
-
-    def _enter(self, phase: int) -> None:
-        self._phase = phase
-        self._since = self.loop.time()
+        if self.transport.is_closing():
+            return
+        if awaiting != self._awaiting or awaiting == _BODY:
+            # Headers began (their clock starts), or body bytes came (the body's restarts).
+            self._since = self.loop.time()
+            if awaiting != self._awaiting:
+                self._header_bytes = 0
+        self._awaiting = awaiting
+        limit = self.bounds.max_header_bytes
+        if awaiting == _HEADERS and limit:
+            # Headers split over reads are refused within one read (at most 256 KiB) of it.
+            self._header_bytes += len(data)
+            if self._header_bytes > limit:
+                self._refuse(b"431 Request Header Fields Too Large", f"headers over {limit} bytes")
+                return
         if self._watchdog is None:
-            timeout = self._timeout()
-            if timeout:
-                self._watchdog = self.loop.call_later(timeout, self._check)
+            self._arm()
 
     def _timeout(self) -> float:
-        if self._phase == _HEADERS:
+        if self._awaiting == _HEADERS:
             return self.bounds.header_timeout
-        return self.bounds.body_timeout if self._phase == _BODY else 0.0
+        return self.bounds.body_timeout if self._awaiting == _BODY else 0.0
+
+    def _arm(self, delay: float | None = None) -> None:
+        timeout = self._timeout()
+        if timeout:
+            self._watchdog = self.loop.call_later(delay or timeout, self._check)
 
     def _check(self) -> None:
         self._watchdog = None
-        timeout = self._timeout()
-        if not timeout or self.transport.is_closing():
-            return
+        if self.transport.is_closing() or self.transport.get_protocol() is not self:
+            return  # closed, or passed to a WebSocket protocol
+        awaiting = self._waiting_for()
         now = self.loop.time()
-        if self._phase == _BODY and self.flow.read_paused:
+        if awaiting != self._awaiting:  # e.g. answered without reading the body
+            self._awaiting, self._since = awaiting, now
+        if awaiting == _BODY and self.flow.read_paused:
             # Reading is paused because the app has not taken the body yet: the wait is ours.
             self._since = now
+        timeout = self._timeout()
+        if not timeout:
+            return
         left = self._since + timeout - now
         if left > 0:
-            self._watchdog = self.loop.call_later(left, self._check)
-        elif self._phase == _HEADERS:
+            self._arm(left)
+        elif awaiting == _HEADERS:
             self._refuse(b"408 Request Timeout", f"headers not complete within {timeout:g} s")
         else:
             cast(dict[str, Any], self.cycle.scope)[BODY_TIMED_OUT] = True
-            if not self.cycle.response_started:
-                self._refuse(b"408 Request Timeout", f"no body bytes for {timeout:g} s")
-            else:
+            if self.cycle.response_started:
                 self.transport.close()
+            else:
+                self._refuse(b"408 Request Timeout", f"no body bytes for {timeout:g} s")
 
     def _refuse(self, status: bytes, reason: str) -> None:
-        self._phase = _IDLE
+        self._awaiting = _IDLE
         self.transport.write(_answer(status, reason))
         self.transport.close()
 
