@@ -36,33 +36,32 @@ async def large(request: pytest.FixtureRequest, registry: CollectorRegistry) -> 
 
 async def test_upload_span_covers_the_transfer(large: Any, registry: CollectorRegistry) -> None:
     # One 32 MiB message: most of the call is moving and parsing it, which the server span
-    # must include. Before the span started at arrival it held little more than the hashing.
+    # must include. Before the span started at arrival it held little more than the hashing
+    # (0.2-0.4 of the client's time). The median of three calls: one call alone read 0.46
+    # once on this shared 2-core machine under load (0.56-0.85 otherwise).
     blob = pb.Blob(data=core.payload(LARGE))
     await large.stub.Upload(pb.Blob(data=b"warm"))
     await idle(registry, "upload")
-    before = value(
+    ratios = []
+    for _ in range(3):
+        before = _duration_sum(registry, "upload")
+        started = time.perf_counter()
+        reply = await large.stub.Upload(blob)
+        client = time.perf_counter() - started
+        assert reply.size == LARGE
+        await idle(registry, "upload")
+        ratios.append((_duration_sum(registry, "upload") - before) / client)
+    assert 0.5 <= statistics.median(ratios) <= 1.0, f"server/client {ratios}"
+
+
+def _duration_sum(registry: CollectorRegistry, kind: str) -> float:
+    return value(
         registry,
         "wirelab_server_request_duration_seconds_sum",
         protocol="grpc",
-        kind="upload",
+        kind=kind,
         outcome="ok",
     )
-    started = time.perf_counter()
-    reply = await large.stub.Upload(blob)
-    client = time.perf_counter() - started
-    assert reply.size == LARGE
-    await idle(registry, "upload")
-    server = (
-        value(
-            registry,
-            "wirelab_server_request_duration_seconds_sum",
-            protocol="grpc",
-            kind="upload",
-            outcome="ok",
-        )
-        - before
-    )
-    assert 0.5 * client <= server <= client
 
 
 # Server duration / client time of a one-message 32 MiB download from a real process, the
