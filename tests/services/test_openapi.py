@@ -76,6 +76,8 @@ def test_document_states_limits_errors_and_statuses() -> None:
     assert (count["schema"]["minimum"], count["schema"]["maximum"]) == (0, 20)
     work_ms = doc["components"]["schemas"]["OrderRequest"]["properties"]["work_ms"]
     assert work_ms["maximum"] == LIMITS.max_work_ms
+    # The schemathesis run covers the async handlers; the sync ones take the same document.
+    assert _document(create_app(settings(limits=LIMITS, rest_handlers="sync"))) == doc
 
 
 @pytest.mark.parametrize(("budget", "cap", "with_503"), [(0, 0, 0), (1, 0, 4), (0, 8, 8)])

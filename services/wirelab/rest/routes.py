@@ -175,7 +175,10 @@ def build_router(limits: Limits, sync: bool, budget: PayloadBudget) -> APIRouter
             # 1009 = message too big, 1007 = invalid payload data (RFC 6455 section 7.4.1).
             await websocket.close(code=1009 if exc.over_limit else 1007, reason=exc.message[:120])
 
-    router.post("/orders", response_model=OrderReply)(orders_sync if sync else orders_async)
+    # One name in both modes, so the OpenAPI document (operationId, summary) does not change.
+    router.post("/orders", response_model=OrderReply, name="process_order")(
+        orders_sync if sync else orders_async
+    )
     router.get("/stream", response_class=StreamingResponse)(cpu(stream))
     router.post("/blobs", response_model=BlobDigest, openapi_extra=_BINARY_BODY)(cpu(upload))
     router.post("/blobs/json", response_model=BlobDigest, openapi_extra=_JSON_BLOB_BODY)(
