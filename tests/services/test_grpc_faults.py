@@ -68,6 +68,41 @@ async def test_undecodable_request_is_invalid_argument(
     )
 
 
+@pytest.mark.parametrize(
+    ("method", "kind", "message"),
+    [
+        ("UploadStream", "upload_chunked", "wirelab.v1.Chunk"),
+        ("PingPong", "bidi", "wirelab.v1.Ping"),
+    ],
+)
+async def test_undecodable_stream_message_is_invalid_argument(
+    grpc_target: GrpcTarget, registry: CollectorRegistry, method: str, kind: str, message: str
+) -> None:
+    # A good message, then bytes that are none: was UNKNOWN, counted server_error.
+    good = pb.Chunk(data=b"ok") if kind == "upload_chunked" else pb.Ping(seq=1)
+    path = f"/wirelab.v1.WireLab/{method}"
+    channel = grpc_target.channel
+    make: Any = channel.stream_unary if kind == "upload_chunked" else channel.stream_stream
+    call = make(path, None, None)(_raw_stream([good.SerializeToString(), GARBAGE]))
+    with pytest.raises(grpc.aio.AioRpcError) as raised:
+        if kind == "bidi":
+            async for _ in call:
+                pass
+        else:
+            await call
+    assert raised.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert f"not a valid {message}" in (raised.value.details() or "")
+    counted = await settled(
+        lambda: requests(registry, "grpc", kind, "client_error", "INVALID_ARGUMENT"), 1
+    )
+    assert counted == 1
+
+
+async def _raw_stream(messages: list[bytes]) -> AsyncIterator[bytes]:
+    for raw in messages:
+        yield raw
+
+
 async def _slow_chunks(first: int, then: asyncio.Event) -> AsyncIterator[pb.Chunk]:
     for _ in range(first):
         yield pb.Chunk(data=b"x" * 1000)

@@ -2,13 +2,14 @@
 
 grpc decodes a request with the handler's ``request_deserializer`` before any Python of ours
 runs, and answers bytes that do not parse with ``UNKNOWN: Unexpected DecodeError`` (aio) or
-``INTERNAL`` (thread-pool server), uncounted. So the one-request methods are registered taking
-the raw message, and this layer, on both servers and with metrics on or off:
+``INTERNAL`` (thread-pool server), uncounted for one-request methods. So every method is
+registered taking raw messages, and this layer, on both servers and with metrics on or off,
+parses each one (a message of a request stream too), answering ``INVALID_ARGUMENT`` when it is
+not the method's message; for the one-request methods it also:
 
 - refuses what it can from the raw size before parsing anything: an order over
   ``max_order_bytes`` (``RESOURCE_EXHAUSTED``, as the core says), a one-message ``Upload`` the
   payload budget cannot hold (``RESOURCE_EXHAUSTED`` with ``grpc-retry-pushback-ms``);
-- parses the message, answering ``INVALID_ARGUMENT`` when it is not one;
 - admits a one-message ``Download`` of ``size`` bytes into the budget;
 - releases what it admitted once the RPC is over (reply serialized and sent, or failed).
 
@@ -64,7 +65,7 @@ class Admission:
         self.aio = aio
 
     def handlers(self, handlers: dict[str, Handler]) -> dict[str, Handler]:
-        """``handlers`` by method name, the one-request ones taking raw bytes."""
+        """``handlers`` by method name, taking raw messages."""
         return {name: self._raw(name, handler) for name, handler in handlers.items()}
 
     def _hold(self, nbytes: int, context: Any) -> None:
@@ -121,12 +122,18 @@ class Admission:
         return parsed
 
     def _raw(self, name: str, handler: Handler) -> Handler:
-        if handler.request_streaming:
-            return handler
         parse = handler.request_deserializer
         assert parse is not None  # generated handlers always name their message's parser
-        intake = self.intake(name, parse)
         serialize = handler.response_serializer
+        if handler.request_streaming:
+            if handler.stream_unary is not None:
+                one = _aio_stream_in if self.aio else _sync_stream_in
+                behavior = one(handler.stream_unary, parse)
+                return grpc.stream_unary_rpc_method_handler(behavior, response_serializer=serialize)
+            each = _aio_streams if self.aio else _sync_streams
+            behavior = each(handler.stream_stream, parse)
+            return grpc.stream_stream_rpc_method_handler(behavior, response_serializer=serialize)
+        intake = self.intake(name, parse)
         if handler.unary_unary is not None:
             make = _aio_unary if self.aio else _sync_unary
             behavior = make(handler.unary_unary, intake, parse)
@@ -177,6 +184,53 @@ def _sync_stream(behavior: Any, intake: Intake, parse: Any) -> Any:
         except REFUSED as exc:
             _sync_abort(context, refusal(exc, parse))
         yield from behavior(request, context)
+
+    return decoded
+
+
+async def _aio_parsed(raws: AsyncIterator[bytes], context: Any, parse: Any) -> AsyncIterator[Any]:
+    async for raw in raws:
+        try:
+            message = parse(raw)
+        except DecodeError as exc:
+            await context.abort(*refusal(exc, parse))
+        yield message
+
+
+def _aio_stream_in(behavior: Any, parse: Any) -> Any:
+    async def decoded(raws: AsyncIterator[bytes], context: Any) -> Any:
+        return await behavior(_aio_parsed(raws, context, parse), context)
+
+    return decoded
+
+
+def _aio_streams(behavior: Any, parse: Any) -> Any:
+    async def decoded(raws: AsyncIterator[bytes], context: Any) -> AsyncIterator[Any]:
+        async for reply in behavior(_aio_parsed(raws, context, parse), context):
+            yield reply
+
+    return decoded
+
+
+def _sync_parsed(raws: Iterator[bytes], context: Any, parse: Any) -> Iterator[Any]:
+    for raw in raws:
+        try:
+            message = parse(raw)
+        except DecodeError as exc:
+            _sync_abort(context, refusal(exc, parse))
+        yield message
+
+
+def _sync_stream_in(behavior: Any, parse: Any) -> Any:
+    def decoded(raws: Iterator[bytes], context: Any) -> Any:
+        return behavior(_sync_parsed(raws, context, parse), context)
+
+    return decoded
+
+
+def _sync_streams(behavior: Any, parse: Any) -> Any:
+    def decoded(raws: Iterator[bytes], context: Any) -> Iterator[Any]:
+        yield from behavior(_sync_parsed(raws, context, parse), context)
 
     return decoded
 

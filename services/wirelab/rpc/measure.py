@@ -127,7 +127,7 @@ class MeasuredMethods(ABC):
         self, kind: str, started: float, request: Any, streaming_in: bool, counted: Any
     ) -> tuple[Call, Any]:
         """Start a call that arrived at ``started``; a request stream is wrapped by
-        ``counted`` to count each message, a single request is its raw message (intake.py)."""
+        ``counted`` to count each message; requests are raw messages (intake.py parses them)."""
         call = self.metrics.start(kind, started)
         if streaming_in:
             return call, counted(request, call)
