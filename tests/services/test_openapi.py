@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 from typing import Any
 
+import jsonschema_rs
 import pytest
 import schemathesis
 from fastapi import FastAPI
@@ -15,7 +17,7 @@ from schemathesis.config._checks import NEGATIVE_DATA_REJECTION_EXPECTED_STATUSE
 from wirelab.core import Limits
 from wirelab.metrics import ServerMetrics
 from wirelab.rest.app import create_app
-from wirelab.rest.openapi import BUDGETED, STATUSES
+from wirelab.rest.openapi import BUDGETED, STATUSES, _base64_of_at_most
 
 from tests.services.conftest import settings
 
@@ -86,3 +88,15 @@ def test_503_is_declared_where_it_can_be_answered(budget: int, cap: int, with_50
     doc = _document(create_app(settings(limits=limits, rest_max_concurrent_calls=cap)))
     operations = [op for path in doc["paths"].values() for op in path.values()]
     assert sum("503" in op["responses"] for op in operations) == with_503
+
+
+@pytest.mark.parametrize("limit", [0, 1, 2, 3, 4, 5, 65534, 65535, 65536])
+def test_base64_schema_holds_exactly_what_decodes_within_the_limit(limit: int) -> None:
+    # A length alone cannot say it: 4 characters unpadded hold 3 bytes, padded 1 or 2.
+    valid = jsonschema_rs.validator_for(_base64_of_at_most(limit)).is_valid
+    for size in range(max(0, limit - 4), limit + 5):
+        assert valid(base64.b64encode(b"x" * size).decode()) == (size <= limit)
+        for padding in ("", "=", "=="):
+            text = "A" * (4 * (size // 3 + 1) - len(padding)) + padding
+            if valid(text):
+                assert len(base64.b64decode(text)) <= limit

@@ -78,8 +78,30 @@ _REPLIES: dict[tuple[str, str], dict[str, Any]] = {
         "headers": _BLOB_HEADERS,
     },
 }
-# Standard base64 as the core decodes it (binascii with validate=True).
-_BASE64 = "^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$"
+# Standard base64 as the core decodes it (binascii with validate=True), and the same ending in
+# a padded group of one byte (==) or of one or two bytes (=).
+_GROUPS = "^(?:[A-Za-z0-9+/]{4})*"
+_BASE64 = _GROUPS + "(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$"
+_PADDED = {
+    1: _GROUPS + "[A-Za-z0-9+/]{2}==$",
+    2: _GROUPS + "(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)$",
+}
+
+
+def _base64_of_at_most(nbytes: int) -> dict[str, Any]:
+    """The base64 strings that decode to at most ``nbytes``: every 4 characters hold 3 bytes,
+    so past the last whole group only a padded group holding the remaining 1 or 2 bytes fits."""
+    groups, rest = divmod(nbytes, 3)
+    whole = {"type": "string", "pattern": _BASE64, "maxLength": 4 * groups}
+    if not rest:
+        return whole
+    last = 4 * groups + 4
+    return {
+        "anyOf": [
+            whole,
+            {"type": "string", "pattern": _PADDED[rest], "minLength": last, "maxLength": last},
+        ]
+    }
 
 
 def _parameter_ranges(limits: Limits) -> dict[tuple[str, str], tuple[int, int]]:
@@ -128,9 +150,9 @@ def complete(doc: dict[str, Any], limits: Limits, capped: bool) -> dict[str, Any
     item["quantity"].update(minimum=0, maximum=UINT32_MAX)
     item["unit_price_cents"].update(minimum=INT64_MIN, maximum=INT64_MAX)
     upload = doc["paths"]["/v1/blobs/json"]["post"]["requestBody"]["content"]["application/json"]
-    # base64 makes 4 characters of every 3 bytes (the last group padded).
-    longest = (limits.max_payload_bytes + 2) // 3 * 4
-    upload["schema"]["properties"]["data"].update(pattern=_BASE64, maxLength=longest)
+    data = upload["schema"]["properties"]["data"]
+    data.pop("type")
+    data.update(_base64_of_at_most(limits.max_payload_bytes))
     return doc
 
 
