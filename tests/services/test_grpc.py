@@ -226,32 +226,42 @@ async def test_client_cancel_mid_call_counts_cancelled_once(
 ) -> None:
     # The order's work waits for this gate, which opens only after the cancel has been counted:
     # with a 300 ms work_ms instead, a busy machine could finish the call before the cancel
-    # reached the server (once in CI: counted ok, "assert 0.0 == 1").
-    gate = threading.Event()
+    # reached the server (once in CI: counted ok, "assert 0.0 == 1"). The behaviour says when
+    # it has started, so no fixed wait decides whether the call is in flight either.
+    gate, entered = threading.Event(), threading.Event()
     real_async, real_sync = core.process_order_async, core.process_order
 
     async def gated_async(*args: Any) -> Any:
+        entered.set()
         while not gate.is_set():
             await asyncio.sleep(0.01)
         return await real_async(*args)
 
     def gated_sync(*args: Any) -> Any:
-        gate.wait(5)
+        entered.set()
+        gate.wait(10)
         return real_sync(*args)
 
     monkeypatch.setattr(core, "process_order_async", gated_async)
     monkeypatch.setattr(core, "process_order", gated_sync)
     call = grpc_target.stub.ProcessOrder(pb.OrderRequest(order=pb.Order(order_id="x")))
-    in_flight = "wirelab_server_requests_in_flight"
-    assert await settled(lambda: value(registry, in_flight, **labels("unary")), 1) == 1
-    call.cancel()
-    cancelled = await settled(
-        lambda: requests(registry, "grpc", "unary", "cancelled", "CANCELLED"), 1
-    )
-    assert cancelled == 1
-    await idle(registry, "unary")
-    # The behaviour finishing later (the thread-pool server's runs on) records nothing more.
-    gate.set()
+    try:
+        for _ in range(1000):  # up to 10 s; the aio server runs on this loop: give it turns
+            if entered.is_set():
+                break
+            await asyncio.sleep(0.01)
+        assert entered.is_set()
+        in_flight = "wirelab_server_requests_in_flight"
+        assert value(registry, in_flight, **labels("unary")) == 1
+        call.cancel()
+        cancelled = await settled(
+            lambda: requests(registry, "grpc", "unary", "cancelled", "CANCELLED"), 1
+        )
+        assert cancelled == 1
+        await idle(registry, "unary")
+    finally:
+        # The behaviour finishing later (the thread-pool server's runs on) records nothing.
+        gate.set()
     await asyncio.sleep(0.1)
     assert requests(registry, "grpc", "unary", "ok", "OK") == 0
     sent = value(registry, "wirelab_server_messages_sent_total", **labels("unary"))
