@@ -1,0 +1,1 @@
+"""Performance benchmarks of the lab itself: commands that print figures, not tests."""
