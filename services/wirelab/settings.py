@@ -45,8 +45,8 @@ KNOBS = (
     Knob("max_order_bytes", "1048576", "largest order, as the REST body of POST /v1/orders"),
     Knob(
         "payload_budget_bytes",
-        "536870912",
-        "payload bytes all calls in flight may hold; past it calls are refused (0 = no limit)",
+        "1073741824",
+        "memory one-message payload calls in flight may hold, past which they are refused (0: off)",
     ),
     Knob("grace_seconds", "10", "SIGTERM drain period in seconds"),
     Knob(

@@ -14,6 +14,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 from wirelab import core
 from wirelab.rpc import replies
+from wirelab.rpc.intake import UPLOAD_HOLDS
 from wirelab.rpc.servicer import AsyncWireLab
 from wirelab.rpc.sync_servicer import SyncWireLab
 from wirelab.v1 import wirelab_pb2 as pb
@@ -70,8 +71,9 @@ async def test_upload_past_the_budget_is_refused_for_load(
     # A refusal for load counts client_error, as REST's 503 does; its details and pushback
     # tell it from an input over a limit.
     assert await exhausted(registry, "upload", 1) == 1
-    small = await budgeted.stub.Upload(pb.Blob(data=core.payload(BUDGET // 2)))
-    assert small.size == BUDGET // 2
+    # Charged UPLOAD_HOLDS times its message, what a one-message upload peaks at.
+    small = await budgeted.stub.Upload(pb.Blob(data=core.payload(BUDGET // 8)))
+    assert small.size == BUDGET // 8
     await idle(registry, "upload")
     assert value(registry, IN_FLIGHT_BYTES, protocol="grpc") == 0
 
@@ -108,20 +110,21 @@ async def test_calls_in_flight_hold_their_bytes_until_done(
     monkeypatch.setattr(AsyncWireLab, "Upload", gated_async)
     monkeypatch.setattr(SyncWireLab, "Upload", gated_sync)
     async for target in serve_grpc(mode, registry, settings(limits=LIMITS)):
-        first = asyncio.ensure_future(target.stub.Upload(pb.Blob(data=core.payload(6000))))
+        first = asyncio.ensure_future(target.stub.Upload(pb.Blob(data=core.payload(1500))))
         try:
-            # Held from admission until the call is done: the message, 6000 payload bytes and
-            # 3 bytes of field framing.
-            held = await settled(lambda: value(registry, IN_FLIGHT_BYTES, protocol="grpc"), 6003)
-            assert held == 6003
-            second = await _refused(target.stub.Upload(pb.Blob(data=core.payload(6000))))
+            # Held from admission until the call is done: UPLOAD_HOLDS times the message, 1500
+            # payload bytes and 3 bytes of field framing.
+            charged = UPLOAD_HOLDS * 1503
+            held = await settled(lambda: value(registry, IN_FLIGHT_BYTES, protocol="grpc"), charged)
+            assert held == charged
+            second = await _refused(target.stub.Upload(pb.Blob(data=core.payload(1500))))
             assert second.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
         finally:
             gate.set()
-        assert (await first).size == 6000
+        assert (await first).size == 1500
         await idle(registry, "upload")
         assert value(registry, IN_FLIGHT_BYTES, protocol="grpc") == 0
-        assert (await target.stub.Upload(pb.Blob(data=core.payload(6000)))).size == 6000
+        assert (await target.stub.Upload(pb.Blob(data=core.payload(1500)))).size == 1500
         assert await exhausted(registry, "upload", 1) == 1
 
 

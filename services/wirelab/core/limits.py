@@ -23,9 +23,10 @@ class Limits:
     # An order is small JSON or protobuf; without a cap a 300 MiB order was accepted (1.25 GB
     # RSS) and counting the words of a 50 MiB note blocked the event loop for about 4 s.
     max_order_bytes: int = MIB
-    # Payload bytes all calls in flight may hold at once (0: no admission control); well under the
-    # lab's 2 GiB container limit, since a one-message call holds its payload two or three times.
-    payload_budget_bytes: int = 512 * MIB
+    # Memory all one-message payload calls in flight may hold at once (0: no admission control):
+    # each call is charged its measured peak, not its payload (a gRPC upload holds its message 4
+    # times), so 1 GiB leaves the lab's 2 GiB container room for the interpreter and the rest.
+    payload_budget_bytes: int = 1024 * MIB
 
 
 class CoreError(ValueError):
