@@ -45,7 +45,7 @@ KNOBS = (
     Knob("max_order_bytes", "1048576", "largest order, as the REST body of POST /v1/orders"),
     Knob(
         "payload_budget_bytes",
-        "1073741824",
+        "1342177280",
         "memory one-message payload calls in flight may hold, past which they are refused (0: off)",
     ),
     Knob("grace_seconds", "10", "SIGTERM drain period in seconds"),

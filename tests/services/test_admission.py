@@ -69,6 +69,6 @@ def test_concurrent_threads_never_pass_the_capacity() -> None:
 
 
 def test_budget_is_a_knob() -> None:
-    assert settings.load([], environ={}).limits.payload_budget_bytes == 1024 * 1024 * 1024
+    assert settings.load([], environ={}).limits.payload_budget_bytes == 1280 * 1024 * 1024
     env = {"WIRELAB_PAYLOAD_BUDGET_BYTES": "1024"}
     assert settings.load([], environ=env).limits.payload_budget_bytes == 1024

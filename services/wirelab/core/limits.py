@@ -25,8 +25,9 @@ class Limits:
     max_order_bytes: int = MIB
     # Memory all one-message payload calls in flight may hold at once (0: no admission control):
     # each call is charged its measured peak, not its payload (a gRPC upload holds its message 4
-    # times), so 1 GiB leaves the lab's 2 GiB container room for the interpreter and the rest.
-    payload_budget_bytes: int = 1024 * MIB
+    # times). 1.25 GiB admits the full scenario's four concurrent 64 MiB uploads (4 x 4 x 64 MiB
+    # plus framing) and leaves the lab's 2 GiB container room for the interpreter and the rest.
+    payload_budget_bytes: int = 1280 * MIB
 
 
 class CoreError(ValueError):
