@@ -1,0 +1,55 @@
+"""The monitoring stack collects and computes only what the lab's queries use (issue 11)."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from typing import Any
+
+import yaml
+
+from tests.config.queries import REPO, RULES
+
+# node-exporter collector -> the prefix of the names it exports.
+COLLECTOR_PREFIX = {
+    "cpu": "node_cpu_",
+    "meminfo": "node_memory_",
+    "netdev": "node_network_",
+    "loadavg": "node_load",
+}
+NODE_EXPORTER_NAMES = REPO / "tests" / "config" / "node-exporter-1.5.txt"
+
+
+def _command(service: str) -> list[str]:
+    compose: dict[str, Any] = yaml.safe_load((REPO / "compose.yaml").read_text())
+    command: list[str] = compose["services"][service]["command"]
+    return command
+
+
+def test_node_exporter_runs_only_the_collectors_the_queries_read() -> None:
+    command = _command("node-exporter")
+    assert "--collector.disable-defaults" in command
+    assert "--web.disable-exporter-metrics" in command
+    enabled = {
+        flag.removeprefix("--collector.")
+        for flag in command
+        if re.fullmatch(r"--collector\.[a-z0-9_]+", flag) and flag != "--collector.disable-defaults"
+    }
+    lines = NODE_EXPORTER_NAMES.read_text().splitlines()
+    used = {name for name in lines if name and not name.startswith("#")}
+    needed = {c for c, p in COLLECTOR_PREFIX.items() if any(n.startswith(p) for n in used)}
+    unmapped = {n for n in used if not any(n.startswith(p) for p in COLLECTOR_PREFIX.values())}
+    assert unmapped == set(), "names whose collector COLLECTOR_PREFIX does not know"
+    assert enabled == needed
+
+
+def test_each_histogram_is_rated_once_by_the_rules() -> None:
+    """Three quantiles of one histogram read one recorded bucket rate: computing the rate of
+    every bucket series once per quantile tripled the rules' cost (docs/observability.md)."""
+    rated: Counter[str] = Counter()
+    for path in sorted(RULES.glob("*.yml")):
+        for group in yaml.safe_load(path.read_text())["groups"]:
+            for rule in group["rules"]:
+                rated.update(re.findall(r"rate\((\w+_bucket)\[", rule["expr"]))
+    assert rated, "no rule rates a histogram: the check would pass vacuously"
+    assert {name: n for name, n in rated.items() if n > 1} == {}
