@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from wirelab.metrics import KINDS_BY_PROTOCOL, STREAM_KINDS
+from wirelab.contract import ALL_KINDS, STREAM_KINDS
 
 from grafana.panels import SCHEMA_VERSION, Json, Q
 
-KINDS = list(KINDS_BY_PROTOCOL["rest"])  # REST has every kind, gRPC all but the *_json ones
+KINDS = list(ALL_KINDS)
 STREAMS = [k for k in KINDS if k in STREAM_KINDS]
 KIND = 'kind=~"$kind"'
 SERVICES = 'service=~"rest|grpc"'

@@ -5,9 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from wirelab.metrics import KINDS_BY_PROTOCOL, PROTOCOLS
+from wirelab.contract import KINDS_BY_PROTOCOL
 
-ALL_KINDS = tuple(dict.fromkeys(k for p in PROTOCOLS for k in KINDS_BY_PROTOCOL[p]))
 # Per cell beyond its phases: Locust start and stop, health and parity checks, the export delay
 # and the Prometheus export. 8.8 s measured by `make bench SCENARIO=smoke` on this project's
 # 2-core machine with the lab idle (a busy host took twice that); a run corrects it from its

@@ -7,9 +7,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from wirelab.metrics import PROTOCOLS
+from wirelab.contract import ALL_KINDS, PROTOCOLS
 
-from wirelab_bench.scenario import ALL_KINDS, Gates, Group, Load, Scenario
+from wirelab_bench.scenario import Gates, Group, Load, Scenario
 
 
 class ScenarioError(ValueError):

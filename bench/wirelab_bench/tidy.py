@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from wirelab.metrics import STREAM_KINDS
+from wirelab.contract import STREAM_KINDS
 
 from wirelab_bench.histo import Snapshot, buckets, quantile, total
 from wirelab_bench.scenario import Cell, Gates

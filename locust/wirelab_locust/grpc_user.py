@@ -10,8 +10,8 @@ from contextlib import contextmanager
 import grpc
 import grpc.experimental.gevent as grpc_gevent  # type: ignore[import-not-found]
 from gevent.queue import Queue
+from wirelab.contract import grpc_outcome
 from wirelab.core import Limits
-from wirelab.metrics import grpc_outcome
 from wirelab.v1 import wirelab_pb2 as pb
 from wirelab.v1 import wirelab_pb2_grpc as pb_grpc
 

@@ -9,49 +9,11 @@ from dataclasses import dataclass, field
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
-from wirelab.metrics import (
-    DURATION_BUCKETS,
-    KINDS_BY_PROTOCOL,
-    OUTCOMES,
-    SIZE_BUCKETS,
-    STREAM_KINDS,
-)
+from wirelab.contract import CALLS, CLIENT, CLIENT_OUTCOMES, KINDS_BY_PROTOCOL, STREAM_KINDS, Family
 
-# The RPC each kind calls; REST rows use the same names so they sit beside the gRPC rows.
-CALLS = {
-    "unary": "ProcessOrder",
-    "server_stream": "StreamMessages",
-    "bidi": "PingPong",
-    "upload": "Upload",
-    "upload_chunked": "UploadStream",
-    "upload_json": "UploadJson",
-    "download": "Download",
-    "download_chunked": "DownloadStream",
-    "download_json": "DownloadJson",
-}
-CLIENT_OUTCOMES = (*OUTCOMES, "failure", "connection_error")
-CALL_LABELS = ("protocol", "kind", "call")
-
-# name -> (help, buckets, has outcome label); all histograms share this shape of state.
-HISTOGRAMS: dict[str, tuple[str, tuple[float, ...], bool]] = {
-    "wirelab_client_request_duration_seconds": (
-        "Whole call as the client saw it: request start to last response byte",
-        DURATION_BUCKETS,
-        True,
-    ),
-    "wirelab_client_time_to_first_message_seconds": (
-        "Streams: request start to the first response message",
-        DURATION_BUCKETS,
-        False,
-    ),
-    "wirelab_client_request_bytes": ("Bytes sent per call (body or protobuf)", SIZE_BUCKETS, False),
-    "wirelab_client_response_bytes": ("Bytes received per call", SIZE_BUCKETS, False),
-}
-COUNTERS = {
-    "wirelab_client_requests": "Completed calls by outcome",
-    "wirelab_client_messages_sent": "Messages sent (1 per body; each stream message or chunk)",
-    "wirelab_client_messages_received": "Messages received (1 per body; each message or chunk)",
-}
+COUNTERS = {name: f for name, f in CLIENT.items() if f.type == "counter"}
+# All histograms share one shape of state: a count per bucket, one for +Inf, then the sum.
+HISTOGRAMS = {name: f for name, f in CLIENT.items() if f.type == "histogram"}
 Key = tuple[str, tuple[str, ...]]
 # What a worker ships: [[name, labels, values], ...]; msgpack-friendly (no tuples as map keys).
 Shipment = list[list[object]]
@@ -69,7 +31,7 @@ class Observations:
         self.counters[key] = self.counters.get(key, 0.0) + amount
 
     def observe(self, name: str, labels: tuple[str, ...], value: float) -> None:
-        buckets = HISTOGRAMS[name][1]
+        buckets = HISTOGRAMS[name].buckets
         state = self.histograms.get((name, labels))
         if state is None:
             # one slot per bucket, one for +Inf, then the sum
@@ -78,23 +40,23 @@ class Observations:
         state[-1] += value
 
     def preinitialise(self) -> None:
-        """Zero series for every known label value, like the server side."""
+        """Zero series for the known label values the contract names, like the server side."""
         for protocol, kinds in KINDS_BY_PROTOCOL.items():
             for kind in kinds:
                 labels = (protocol, kind, CALLS[kind])
-                for outcome in CLIENT_OUTCOMES:
-                    self.count("wirelab_client_requests", (*labels, outcome), 0)
-                    self._touch("wirelab_client_request_duration_seconds", (*labels, outcome))
-                if kind in STREAM_KINDS:
-                    self._touch("wirelab_client_time_to_first_message_seconds", labels)
-                for name in ("wirelab_client_request_bytes", "wirelab_client_response_bytes"):
-                    self._touch(name, labels)
-                self.count("wirelab_client_messages_sent", labels, 0)
-                self.count("wirelab_client_messages_received", labels, 0)
+                for family in CLIENT.values():
+                    each = family.preinitialise
+                    if each == "kind" or (each == "stream_kind" and kind in STREAM_KINDS):
+                        self._touch(family, labels)
+                    elif each == "kind_outcome":
+                        for outcome in CLIENT_OUTCOMES:
+                            self._touch(family, (*labels, outcome))
 
-    def _touch(self, name: str, labels: tuple[str, ...]) -> None:
-        size = len(HISTOGRAMS[name][1]) + 2
-        self.histograms.setdefault((name, labels), [0.0] * size)
+    def _touch(self, family: Family, labels: tuple[str, ...]) -> None:
+        if family.type == "counter":
+            self.count(family.name, labels, 0)
+        else:
+            self.histograms.setdefault((family.name, labels), [0.0] * (len(family.buckets) + 2))
 
     def drain(self) -> Shipment:
         """Hand over everything observed since the last drain (a worker's report to the master)."""
@@ -135,21 +97,20 @@ class ClientCollector(Collector):
 
     def collect(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily | HistogramMetricFamily]:
         obs = self.observations
-        for name, text in COUNTERS.items():
-            outcome = ("outcome",) if name == "wirelab_client_requests" else ()
-            family = CounterMetricFamily(name, text, labels=[*CALL_LABELS, *outcome])
+        for name, counter in COUNTERS.items():
+            family = CounterMetricFamily(name, counter.help, labels=counter.labels)
             for (n, labels), value in sorted(obs.counters.items()):
                 if n == name:
                     family.add_metric(list(labels), value)
             yield family
-        for name, (text, buckets, has_outcome) in HISTOGRAMS.items():
-            outcome = ("outcome",) if has_outcome else ()
-            hist = HistogramMetricFamily(name, text, labels=[*CALL_LABELS, *outcome])
+        for name, histogram in HISTOGRAMS.items():
+            hist = HistogramMetricFamily(name, histogram.help, labels=histogram.labels)
             for (n, labels), state in sorted(obs.histograms.items()):
                 if n != name:
                     continue
                 cumulative, running = [], 0.0
-                for bound, hits in zip(bucket_bounds(buckets), state[:-1], strict=True):
+                bounds = bucket_bounds(histogram.buckets)
+                for bound, hits in zip(bounds, state[:-1], strict=True):
                     running += hits
                     cumulative.append((bound, running))
                 hist.add_metric(list(labels), cumulative, sum_value=state[-1])
@@ -158,18 +119,10 @@ class ClientCollector(Collector):
 
     def _gauges(self) -> Iterator[GaugeMetricFamily]:
         now = self.gauges()
-        yield GaugeMetricFamily("wirelab_client_users", "Running users, all workers", now.users)
-        yield GaugeMetricFamily("wirelab_client_workers", "Connected workers", now.workers)
-        cpu = GaugeMetricFamily(
-            "wirelab_client_cpu_usage_ratio",
-            "CPU of each load-generator process as a fraction of one core",
-            labels=["instance_name"],
-        )
-        saturated = GaugeMetricFamily(
-            "wirelab_client_saturated",
-            "1 when that load-generator process is at >= 90% CPU: the client is the bottleneck",
-            labels=["instance_name"],
-        )
+        yield _gauge(CLIENT["wirelab_client_users"], now.users)
+        yield _gauge(CLIENT["wirelab_client_workers"], now.workers)
+        cpu = _gauge(CLIENT["wirelab_client_cpu_usage_ratio"])
+        saturated = _gauge(CLIENT["wirelab_client_saturated"])
         for instance, ratio in sorted(now.cpu.items()):
             cpu.add_metric([instance], ratio)
             saturated.add_metric([instance], float(ratio >= SATURATED_RATIO))
@@ -178,6 +131,12 @@ class ClientCollector(Collector):
 
 
 SATURATED_RATIO = 0.9
+
+
+def _gauge(family: Family, value: float | None = None) -> GaugeMetricFamily:
+    if value is None:  # labelled: its samples are added by the caller
+        return GaugeMetricFamily(family.name, family.help, labels=family.labels)
+    return GaugeMetricFamily(family.name, family.help, value)
 
 
 def bucket_bounds(buckets: tuple[float, ...]) -> list[str]:

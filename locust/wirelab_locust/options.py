@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from wirelab.metrics import KINDS_BY_PROTOCOL
+from wirelab.contract import KINDS_BY_PROTOCOL
 
 # (flag, type, default, help, shown in the web UI). Shape and exporter options are fixed per
 # process, so they stay off the web form; everything that shapes a request can change per swarm.

@@ -13,7 +13,7 @@ from typing import Any
 import websocket
 from geventhttpclient._parser import HTTPParseError
 from geventhttpclient.url import URL
-from wirelab.metrics import http_outcome
+from wirelab.contract import http_outcome
 
 from locust import FastHttpUser
 from wirelab_locust import content

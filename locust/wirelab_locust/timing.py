@@ -6,9 +6,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from wirelab.metrics import STREAM_KINDS
+from wirelab.contract import CALLS, STREAM_KINDS
 
-from wirelab_locust.metrics import CALLS, Observations
+from wirelab_locust.metrics import Observations
 
 # This process's observations: the master/standalone exports them, a worker ships them.
 OBSERVATIONS = Observations()

@@ -1,4 +1,5 @@
-"""One metrics module for both transports: the same names, labels, label values and buckets."""
+"""One metrics module for both transports: the instruments of the metric contract
+(wirelab.contract) and the queue that batches finished calls into them."""
 
 from __future__ import annotations
 
@@ -6,120 +7,25 @@ import bisect
 import collections
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
-if TYPE_CHECKING:
-    from wirelab.core import PayloadBudget
-
-PROTOCOLS = ("rest", "grpc")
-
-# Interaction kinds. The *_json kinds exist on REST only: they carry binary data as base64 JSON so
-# the cost of JSON for binary payloads is visible next to the raw octet-stream and protobuf paths.
-KINDS_BY_PROTOCOL: dict[str, tuple[str, ...]] = {
-    "grpc": (
-        "unary",
-        "server_stream",
-        "bidi",
-        "upload",
-        "upload_chunked",
-        "download",
-        "download_chunked",
-    ),
-    "rest": (
-        "unary",
-        "server_stream",
-        "bidi",
-        "upload",
-        "upload_chunked",
-        "upload_json",
-        "download",
-        "download_chunked",
-        "download_json",
-    ),
-}
-# Kinds whose responses are a stream of messages: they also get a time-to-first-message histogram.
-STREAM_KINDS = frozenset({"server_stream", "download_chunked", "bidi"})
-
-# One outcome label for both protocols; the raw HTTP status or gRPC status name goes in `code`.
-OUTCOMES = ("ok", "client_error", "cancelled", "timeout", "server_error")
-_CANONICAL_CODES = {
-    "rest": {
-        "ok": "200",
-        "client_error": "400",
-        "cancelled": "499",
-        "timeout": "504",
-        "server_error": "500",
-    },
-    "grpc": {
-        "ok": "OK",
-        "client_error": "INVALID_ARGUMENT",
-        "cancelled": "CANCELLED",
-        "timeout": "DEADLINE_EXCEEDED",
-        "server_error": "INTERNAL",
-    },
-}
-
-# Durations: 50 µs resolution at the bottom for loopback unary calls, up to 5 min for large
-# transfers. Defined once; the Locust client histograms import the same tuple.
-DURATION_BUCKETS = (
-    0.00005, 0.0001, 0.00025, 0.0005, 0.00075,
-    0.001, 0.0015, 0.002, 0.003, 0.005, 0.0075,
-    0.01, 0.015, 0.02, 0.03, 0.05, 0.075,
-    0.1, 0.15, 0.2, 0.3, 0.5, 0.75,
-    1.0, 1.5, 2.0, 3.0, 5.0, 7.5,
-    10.0, 15.0, 30.0, 60.0, 120.0, 300.0,
-)  # fmt: skip
-# Bytes per call: powers of four from 64 B to 1 GiB cover a 1 KiB order and a 256 MiB blob.
-SIZE_BUCKETS = tuple(float(4**i) for i in range(3, 16))
-
-_GRPC_CLIENT_ERRORS = frozenset(
-    {
-        "INVALID_ARGUMENT",
-        "NOT_FOUND",
-        "ALREADY_EXISTS",
-        "PERMISSION_DENIED",
-        "UNAUTHENTICATED",
-        "FAILED_PRECONDITION",
-        "OUT_OF_RANGE",
-        "UNIMPLEMENTED",
-        "RESOURCE_EXHAUSTED",
-    }
+from wirelab.contract import (
+    CANONICAL_CODES,
+    KINDS_BY_PROTOCOL,
+    PROTOCOLS,
+    SERVER,
+    STREAM_KINDS,
+    Family,
 )
 
-
-def http_outcome(status: int) -> str:
-    """Map an HTTP status (101 for an accepted WebSocket) to the shared outcome label."""
-    if status < 400:
-        return "ok"
-    if status == 499:
-        return "cancelled"
-    if status in (408, 504):
-        return "timeout"
-    # 503 is the REST service refusing a call for load (payload budget, concurrency limit):
-    # counted as gRPC counts its RESOURCE_EXHAUSTED for the same refusal, so one event reads
-    # alike on both sides; the raw code tells a refusal for load from a refusal for size (413).
-    if status < 500 or status == 503:
-        return "client_error"
-    return "server_error"
-
-
-def grpc_outcome(code_name: str) -> str:
-    """Map a gRPC status name (``grpc.StatusCode.X.name``) to the shared outcome label."""
-    if code_name == "OK":
-        return "ok"
-    if code_name == "CANCELLED":
-        return "cancelled"
-    if code_name == "DEADLINE_EXCEEDED":
-        return "timeout"
-    if code_name in _GRPC_CLIENT_ERRORS:
-        return "client_error"
-    return "server_error"
+if TYPE_CHECKING:
+    from wirelab.core import PayloadBudget
 
 
 class ServerMetrics:
@@ -129,7 +35,6 @@ class ServerMetrics:
         if protocol not in PROTOCOLS:
             raise ValueError(f"unknown protocol {protocol!r}")
         self.protocol = protocol
-        kind = ("protocol", "kind")
         # Started calls and finished-call records (see record), applied by flush(). Records
         # lie flat in the queue, RECORD_FIELDS items each, added by one atomic ``extend``: a
         # tuple per call kept until the flush would survive the garbage collector's young
@@ -146,115 +51,42 @@ class ServerMetrics:
         self._flush_lock = threading.Lock()
         flush_first = _FlushFirst()
         registry.register(flush_first)
-        self.requests = Counter(
-            "wirelab_server_requests",
-            "Completed calls by outcome and raw status code",
-            [*kind, "outcome", "code"],
-            registry=registry,
-        )
-        self.duration = Histogram(
-            "wirelab_server_request_duration_seconds",
-            "Whole-call duration: from the request arriving to the last response byte sent",
-            [*kind, "outcome"],
-            buckets=DURATION_BUCKETS,
-            registry=registry,
-        )
-        self.first_message = Histogram(
-            "wirelab_server_time_to_first_message_seconds",
-            "Streams: from the request arriving to the first response message sent",
-            kind,
-            buckets=DURATION_BUCKETS,
-            registry=registry,
-        )
-        self.request_bytes = Histogram(
-            "wirelab_server_request_bytes",
-            "Bytes received per call: HTTP body (or WebSocket message) bytes; protobuf bytes",
-            kind,
-            buckets=SIZE_BUCKETS,
-            registry=registry,
-        )
-        self.response_bytes = Histogram(
-            "wirelab_server_response_bytes",
-            "Bytes sent per call: HTTP body (or WebSocket message) bytes; protobuf bytes",
-            kind,
-            buckets=SIZE_BUCKETS,
-            registry=registry,
-        )
-        self.messages_received = Counter(
-            "wirelab_server_messages_received",
-            "Messages received (1 per request body; each stream message or chunk)",
-            kind,
-            registry=registry,
-        )
-        self.messages_sent = Counter(
-            "wirelab_server_messages_sent",
-            "Messages sent (1 per response body; each stream message or chunk)",
-            kind,
-            registry=registry,
-        )
-        self.in_flight = Gauge(
-            "wirelab_server_requests_in_flight",
-            "Calls started and not yet finished",
-            kind,
-            registry=registry,
-        )
-        info = Gauge(
-            "wirelab_server_info",
-            "Always 1; labels say which server and concurrency model is running",
-            ["protocol", "concurrency"],
-            registry=registry,
-        )
-        info.labels(protocol, concurrency).set(1)
+        # Every instrument of the contract, in its order (the order an exposition lists them in).
+        made = {name: _instrument(family, registry) for name, family in SERVER.items()}
+        self.instruments: tuple[Counter | Gauge | Histogram, ...] = tuple(made.values())
+        self.requests = cast(Counter, made["wirelab_server_requests"])
+        self.duration = cast(Histogram, made["wirelab_server_request_duration_seconds"])
+        self.first_message = cast(Histogram, made["wirelab_server_time_to_first_message_seconds"])
+        self.request_bytes = cast(Histogram, made["wirelab_server_request_bytes"])
+        self.response_bytes = cast(Histogram, made["wirelab_server_response_bytes"])
+        self.messages_received = cast(Counter, made["wirelab_server_messages_received"])
+        self.messages_sent = cast(Counter, made["wirelab_server_messages_sent"])
+        self.in_flight = cast(Gauge, made["wirelab_server_requests_in_flight"])
+        cast(Gauge, made["wirelab_server_info"]).labels(protocol, concurrency).set(1)
         # The payload budget (wirelab.core.admission): 0 capacity until report_budget is called,
         # which is also what the knob's 0 (admission off) reads as.
-        budget_capacity = Gauge(
-            "wirelab_server_payload_budget_bytes",
-            "Payload bytes the calls in flight may hold at once (0: no admission control)",
-            ["protocol"],
-            registry=registry,
-        )
-        budget_in_use = Gauge(
-            "wirelab_server_payload_in_flight_bytes",
-            "Payload bytes admitted by the budget and held by calls in flight",
-            ["protocol"],
-            registry=registry,
-        )
+        budget_capacity = cast(Gauge, made["wirelab_server_payload_budget_bytes"])
+        budget_in_use = cast(Gauge, made["wirelab_server_payload_in_flight_bytes"])
         self._budget_capacity = budget_capacity.labels(protocol)
         self._budget_in_use = budget_in_use.labels(protocol)
         self._budget: PayloadBudget | None = None
-        # Every instrument, in registration order (the order an exposition lists them in).
-        self.instruments: tuple[Counter | Gauge | Histogram, ...] = (
-            self.requests,
-            self.duration,
-            self.first_message,
-            self.request_bytes,
-            self.response_bytes,
-            self.messages_received,
-            self.messages_sent,
-            self.in_flight,
-            info,
-            budget_capacity,
-            budget_in_use,
-        )
         self._bound: dict[str, KindInstruments] = {}
         flush_first.metrics = self
-        self._preinitialise(KINDS_BY_PROTOCOL[protocol])
+        self._preinitialise()
 
-    def _preinitialise(self, kinds: Iterable[str]) -> None:
-        # Zero-valued series for every known label value, so panels and error ratios show 0
-        # instead of "no data" before the first call of a kind.
+    def _preinitialise(self) -> None:
+        # Zero-valued series for the known label values the contract names, so panels and error
+        # ratios show 0 instead of "no data" before the first call of a kind.
         p = self.protocol
-        for kind in kinds:
-            for outcome, code in _CANONICAL_CODES[p].items():
-                self.requests.labels(p, kind, outcome, code)
-                self.duration.labels(p, kind, outcome)
-            if kind in STREAM_KINDS:
-                self.first_message.labels(p, kind)
-            self.request_bytes.labels(p, kind)
-            self.response_bytes.labels(p, kind)
-            self.messages_received.labels(p, kind)
-            self.messages_sent.labels(p, kind)
-            self.in_flight.labels(p, kind)
+        for metric in self.instruments:
+            each = SERVER[metric._name].preinitialise
+            for kind in KINDS_BY_PROTOCOL[p]:
+                if each == "kind" or (each == "stream_kind" and kind in STREAM_KINDS):
+                    metric.labels(p, kind)
+                elif each == "kind_outcome":
+                    for outcome, code in CANONICAL_CODES[p].items():
+                        labels = (p, kind, outcome, code)
+                        metric.labels(*labels[: len(metric._labelnames)])
 
     def report_budget(self, budget: PayloadBudget) -> None:
         """Export ``budget``'s capacity and the bytes it has admitted; the in-use figure is read
@@ -371,6 +203,16 @@ def _take(queue: list[Any]) -> list[Any]:
 # call flushing every 256 starts, 3.3 us every 16384; later runs could not tell them apart.
 FLUSH_EVERY = 16384
 FLUSH_MASK = FLUSH_EVERY - 1
+
+
+def _instrument(family: Family, registry: CollectorRegistry) -> Counter | Gauge | Histogram:
+    if family.type == "counter":
+        return Counter(family.name, family.help, family.labels, registry=registry)
+    if family.type == "gauge":
+        return Gauge(family.name, family.help, family.labels, registry=registry)
+    return Histogram(
+        family.name, family.help, family.labels, buckets=family.buckets, registry=registry
+    )
 
 
 class _FlushFirst(Collector):

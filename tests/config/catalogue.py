@@ -13,7 +13,8 @@ from prometheus_client import (
     generate_latest,
 )
 from prometheus_client.parser import text_string_to_metric_families
-from wirelab.metrics import PROTOCOLS, ServerMetrics
+from wirelab.contract import PROTOCOLS
+from wirelab.metrics import ServerMetrics
 from wirelab_locust.metrics import ClientCollector, Gauges, Observations
 
 from tests.config.queries import RULES

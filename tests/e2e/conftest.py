@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from types import FrameType
 
 import pytest
-from wirelab.metrics import KINDS_BY_PROTOCOL
+from wirelab.contract import KINDS_BY_PROTOCOL
 
 from tests.e2e.engine import EngineUnavailable, docker_engine, in_ci
 from tests.e2e.lab import Lab, wait_for

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from wirelab.metrics import KINDS_BY_PROTOCOL
+from wirelab.contract import KINDS_BY_PROTOCOL
 
 from tests.e2e.lab import Lab
 from tests.e2e.prom import Prometheus, Totals

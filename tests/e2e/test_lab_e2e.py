@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from wirelab.metrics import KINDS_BY_PROTOCOL
+from wirelab.contract import KINDS_BY_PROTOCOL
 
 from tests.config.queries import REPO, all_queries
 from tests.e2e.bench_run import FAULT_LOCUST_ARGS, bench_command, host_env, make, new_run

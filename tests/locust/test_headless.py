@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from wirelab.metrics import DURATION_BUCKETS, KINDS_BY_PROTOCOL, STREAM_KINDS
-from wirelab_locust.metrics import CALLS, bucket_bounds
+from wirelab.contract import CALLS, DURATION_BUCKETS, KINDS_BY_PROTOCOL, STREAM_KINDS
+from wirelab_locust.metrics import bucket_bounds
 
 from tests.locust.conftest import ALL_KINDS, LocustRun, Samples, Services, get, total, wait_for
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import msgpack  # type: ignore[import-untyped]
 from prometheus_client import CollectorRegistry
-from wirelab.metrics import DURATION_BUCKETS
+from wirelab.contract import DURATION_BUCKETS
 from wirelab_locust.metrics import ClientCollector, Gauges, Observations
 
 LABELS = ("grpc", "unary", "ProcessOrder")

@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from wirelab import metrics
+from wirelab.contract import DURATION_BUCKETS
 from wirelab.core import PayloadBudget
-from wirelab.metrics import DURATION_BUCKETS, ServerMetrics
+from wirelab.metrics import ServerMetrics
 
 from tests.services.conftest import requests, value
 

@@ -8,7 +8,8 @@ from time import perf_counter
 from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from wirelab.metrics import FLUSH_MASK, STREAM_KINDS, Call, ServerMetrics, http_outcome
+from wirelab.contract import OTHER_KIND, STREAM_KINDS, http_outcome
+from wirelab.metrics import FLUSH_MASK, Call, ServerMetrics
 from wirelab.rest.protocol import BODY_TIMED_OUT
 
 # (method, path) -> kind. Anything else that is not an operational endpoint counts as "other",
@@ -24,7 +25,6 @@ KINDS = {
     ("GET", "/v1/blobs/stream"): "download_chunked",
 }
 WEBSOCKET_KINDS = {"/v1/pingpong": "bidi"}
-OTHER_KIND = "other"
 UNMEASURED = frozenset({"/healthz", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"})
 # Kinds whose body is a stream of messages (each ASGI body message counts as one).
 STREAMED_IN = frozenset({"upload_chunked"})

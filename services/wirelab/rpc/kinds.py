@@ -7,7 +7,8 @@ from typing import Any
 
 import grpc
 
-from wirelab.metrics import Call, grpc_outcome
+from wirelab.contract import grpc_outcome
+from wirelab.metrics import Call
 
 SERVICE = "wirelab.v1.WireLab"
 METHOD_KINDS = {
@@ -19,9 +20,8 @@ METHOD_KINDS = {
     f"/{SERVICE}/DownloadStream": "download_chunked",
     f"/{SERVICE}/PingPong": "bidi",
 }
-# Unknown methods are counted under this kind so UNIMPLEMENTED shows up in the request counter;
-# health and reflection are operational and not measured.
-OTHER_KIND = "other"
+# Unknown methods are counted under the contract's OTHER_KIND so UNIMPLEMENTED shows up in the
+# request counter; health and reflection are operational and not measured.
 UNMEASURED_PREFIXES = ("/grpc.health.v1.", "/grpc.reflection.")
 
 

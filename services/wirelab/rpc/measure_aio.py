@@ -10,8 +10,9 @@ from typing import Any, cast
 import grpc
 import grpc.aio
 
+from wirelab.contract import OTHER_KIND
 from wirelab.metrics import FLUSH_MASK, Call, KindInstruments
-from wirelab.rpc.kinds import OTHER_KIND, Recorded, abandoned, error_outcome, ok_outcome
+from wirelab.rpc.kinds import Recorded, abandoned, error_outcome, ok_outcome
 from wirelab.rpc.measure import Handler, MeasuredMethods, rebuild
 
 # When the current call arrived. grpc.aio looks a call's handler up and then runs it in one

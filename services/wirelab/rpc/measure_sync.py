@@ -9,8 +9,9 @@ from typing import Any
 
 import grpc
 
+from wirelab.contract import OTHER_KIND
 from wirelab.metrics import Call, ServerMetrics
-from wirelab.rpc.kinds import OTHER_KIND, Recorded
+from wirelab.rpc.kinds import Recorded
 from wirelab.rpc.measure import Handler, MeasuredMethods, rebuild
 
 

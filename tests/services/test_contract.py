@@ -1,0 +1,93 @@
+"""The families a live registry exposes are exactly the metric contract's: names, help, labels,
+buckets and the zero series it promises, on the server and on the Locust master."""
+
+from __future__ import annotations
+
+import json
+from importlib.resources import files
+
+import pytest
+from prometheus_client import CollectorRegistry
+from prometheus_client.metrics_core import Metric
+from wirelab.contract import (
+    CALLS,
+    CANONICAL_CODES,
+    CLIENT,
+    CLIENT_OUTCOMES,
+    KINDS_BY_PROTOCOL,
+    PROTOCOLS,
+    SERVER,
+    STREAM_KINDS,
+    Family,
+)
+from wirelab.metrics import ServerMetrics
+from wirelab_locust.metrics import ClientCollector, Gauges, Observations, bucket_bounds
+
+
+def _families(registry: CollectorRegistry) -> dict[str, Metric]:
+    return {m.name: m for m in registry.collect() if m.name.startswith("wirelab_")}
+
+
+def _zero_series(family: Family, protocol: str, call: bool) -> set[tuple[str, ...]]:
+    """The label values of the series the contract says exist before the first call."""
+    found: set[tuple[str, ...]] = set()
+    for kind in KINDS_BY_PROTOCOL[protocol]:
+        base = (protocol, kind, CALLS[kind]) if call else (protocol, kind)
+        if family.preinitialise == "kind" or (
+            family.preinitialise == "stream_kind" and kind in STREAM_KINDS
+        ):
+            found.add(base)
+        elif family.preinitialise == "kind_outcome":
+            for outcome, code in CANONICAL_CODES[protocol].items():
+                found.add((*base, outcome, code)[: len(family.labels)])
+            if call:
+                found |= {(*base, outcome) for outcome in CLIENT_OUTCOMES}
+    return found
+
+
+def _check(exposed: Metric, family: Family, series: set[tuple[str, ...]]) -> None:
+    assert (exposed.type, exposed.documentation) == (family.type, family.help)
+    for sample in exposed.samples:
+        names = [n for n in sample.labels if n != "le"]
+        assert set(names) == set(family.labels), sample
+    if family.type == "histogram":
+        bounds = [s.labels["le"] for s in exposed.samples if s.name.endswith("_bucket")]
+        per_series = len(family.buckets) + 1
+        assert bounds[:per_series] == bucket_bounds(family.buckets)
+    got = {tuple(s.labels[n] for n in family.labels) for s in exposed.samples}
+    if family.preinitialise is not None:
+        assert got == series, family.name
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_a_server_registry_exposes_the_contract(protocol: str) -> None:
+    registry = CollectorRegistry()
+    ServerMetrics(protocol, registry, "async")
+    exposed = _families(registry)
+    assert list(exposed) == list(SERVER)
+    for name, family in SERVER.items():
+        _check(exposed[name], family, _zero_series(family, protocol, call=False))
+
+
+def test_the_locust_master_exposes_the_contract() -> None:
+    observations = Observations()
+    observations.preinitialise()
+    registry = CollectorRegistry()
+    gauges = Gauges(users=0, workers=0, cpu={"master": 0.0})
+    registry.register(ClientCollector(observations, lambda: gauges))
+    exposed = _families(registry)
+    assert list(exposed) == list(CLIENT)
+    for name, family in CLIENT.items():
+        series = set().union(*(_zero_series(family, p, call=True) for p in PROTOCOLS))
+        _check(exposed[name], family, series)
+
+
+def test_the_contract_is_plain_json_in_the_package() -> None:
+    """Another runtime reads the file itself: every family names a bucket set that exists."""
+    data = json.loads(files("wirelab.contract").joinpath("metrics.json").read_text())
+    for family in data["server"] + data["client"]:
+        assert (family["type"] == "histogram") == ("buckets" in family), family["name"]
+        if "buckets" in family:
+            assert isinstance(data["buckets"][family["buckets"]], list)
+    assert set(data["kinds"]) == set(data["protocols"])
+    assert set(data["stream_kinds"]) <= set(data["kinds"]["rest"]) & set(data["kinds"]["grpc"])
