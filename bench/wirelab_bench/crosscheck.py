@@ -166,9 +166,8 @@ def locust(protocol: str, lab: Lab, rate: float, users: int, seconds: int) -> Fi
             proc.terminate()
             proc.wait(15)
     row = next(s for s in stats["stats"] if s["name"] == "unary/ProcessOrder")
-    cumulative = buckets(
-        snap, "wirelab_client_request_duration_seconds", protocol=protocol, outcome="ok"
-    )
+    # Every outcome: the histogram has no outcome label; failures are in the note.
+    cumulative = buckets(snap, "wirelab_client_request_duration_seconds", protocol=protocol)
     note = f"Locust's own median {row['median_response_time']} ms, {row['num_failures']} failures"
     return Figures(
         "locust", row["total_rps"], quantile(0.5, cumulative) * 1000, row["avg_response_time"], note

@@ -87,7 +87,7 @@ class Call:
         )
         obs = OBSERVATIONS
         obs.count("wirelab_client_requests", (*labels, outcome))
-        obs.observe("wirelab_client_request_duration_seconds", (*labels, outcome), elapsed)
+        obs.observe("wirelab_client_request_duration_seconds", labels, elapsed)
         if first is not None and self.kind in STREAM_KINDS:
             obs.observe("wirelab_client_time_to_first_message_seconds", labels, first)
         obs.observe("wirelab_client_request_bytes", labels, self.bytes_out)

@@ -260,6 +260,7 @@ class KindInstruments:
         self._metrics = metrics
         self.kind = kind
         self.in_flight = metrics.in_flight.labels(p, kind)
+        self.duration = metrics.duration.labels(p, kind)
         self.first_message = metrics.first_message.labels(p, kind) if kind in STREAM_KINDS else None
         self.request_bytes = metrics.request_bytes.labels(p, kind)
         self.response_bytes = metrics.response_bytes.labels(p, kind)
@@ -289,13 +290,7 @@ class KindInstruments:
             ended = collections.Counter(zip(outcomes, codes, strict=True))
         for (outcome, code), count in ended.items():
             m.requests.labels(p, k, outcome, code).inc(count)
-        for outcome in set(outcomes):
-            values = (
-                durations
-                if total == outcomes.count(outcome)
-                else [d for d, o in zip(durations, outcomes, strict=True) if o == outcome]
-            )
-            _observe_many(m.duration.labels(p, k, outcome), values)
+        _observe_many(self.duration, durations)
         if self.first_message is not None:
             measured = [f for f in firsts if f is not None]
             if measured:

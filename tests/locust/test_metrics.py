@@ -19,10 +19,10 @@ def registry_of(obs: Observations, gauges: Gauges | None = None) -> CollectorReg
 def test_histogram_uses_the_server_buckets_and_counts_each_observation() -> None:
     obs = Observations()
     for seconds in (0.00004, 0.0003, 0.0003, 2.0, 400.0):
-        obs.observe("wirelab_client_request_duration_seconds", (*LABELS, "ok"), seconds)
+        obs.observe("wirelab_client_request_duration_seconds", LABELS, seconds)
     reg = registry_of(obs)
     name = "wirelab_client_request_duration_seconds"
-    labels = dict(zip(("protocol", "kind", "call", "outcome"), (*LABELS, "ok"), strict=True))
+    labels = dict(zip(("protocol", "kind", "call"), LABELS, strict=True))
     assert reg.get_sample_value(f"{name}_count", labels) == 5
     assert reg.get_sample_value(f"{name}_sum", labels) == 0.00004 + 0.0006 + 2.0 + 400.0
     assert reg.get_sample_value(f"{name}_bucket", {**labels, "le": "5e-05"}) == 1

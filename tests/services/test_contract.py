@@ -91,3 +91,20 @@ def test_the_contract_is_plain_json_in_the_package() -> None:
             assert isinstance(data["buckets"][family["buckets"]], list)
     assert set(data["kinds"]) == set(data["protocols"])
     assert set(data["stream_kinds"]) <= set(data["kinds"]["rest"]) & set(data["kinds"]["grpc"])
+
+
+def _samples(registry: CollectorRegistry) -> int:
+    return sum(len(m.samples) for m in registry.collect() if m.name.startswith("wirelab_"))
+
+
+def test_a_fresh_service_page_stays_small() -> None:
+    """The series diet: before the duration histogram lost its outcome label a fresh REST
+    service exposed 2,316 wirelab samples and the Locust master 5,146 (docs/observability.md)."""
+    registry = CollectorRegistry()
+    ServerMetrics("rest", registry, "async")
+    assert _samples(registry) <= 1000
+    observations = Observations()
+    observations.preinitialise()
+    client = CollectorRegistry()
+    client.register(ClientCollector(observations, lambda: Gauges(0, 0, {"master": 0.0})))
+    assert _samples(client) <= 1600
