@@ -11,7 +11,7 @@ import grpc
 import grpc.aio
 
 from wirelab.contract import OTHER_KIND
-from wirelab.metrics import FLUSH_MASK, Call, KindInstruments
+from wirelab.metrics import FLUSH_MASK, Call, KindInstruments, Record
 from wirelab.rpc.kinds import Recorded, abandoned, error_outcome, ok_outcome
 from wirelab.rpc.measure import Handler, MeasuredMethods, rebuild
 
@@ -49,7 +49,7 @@ class _OneToOne:
     )
 
     def __init__(
-        self, bound: KindInstruments, enqueue: Callable[[Any], None], started: float, size: int
+        self, bound: KindInstruments, enqueue: Callable[[Record], None], started: float, size: int
     ) -> None:
         self.bound = bound
         self.enqueue = enqueue
