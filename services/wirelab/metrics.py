@@ -35,6 +35,7 @@ class ServerMetrics:
         if protocol not in PROTOCOLS:
             raise ValueError(f"unknown protocol {protocol!r}")
         self.protocol = protocol
+        self.registry = registry
         # Started calls and finished-call records (see Record), applied by flush(). Records
         # lie flat in the queue, RECORD_FIELDS items each, added by one atomic ``extend``: a
         # tuple per call kept until the flush would survive the garbage collector's young

@@ -7,7 +7,7 @@ from typing import NoReturn
 
 from prometheus_client import CollectorRegistry
 
-from wirelab.exposition import Exposition, start_server
+from wirelab.exposition import start_server
 from wirelab.metrics import ServerMetrics
 from wirelab.settings import Settings
 
@@ -19,7 +19,7 @@ def fail_to_listen(prog: str, what: str, host: str, port: int, exc: BaseExceptio
 
 
 def instruments(settings: Settings, protocol: str, concurrency: str) -> ServerMetrics | None:
-    """The server metrics (in a registry of their own: the metrics port renders them itself), or
+    """The server metrics (in a registry of their own, rendered before the default one), or
     None when WIRELAB_METRICS=off."""
     return ServerMetrics(protocol, CollectorRegistry(), concurrency) if settings.metrics else None
 
@@ -28,9 +28,9 @@ def serve_metrics(settings: Settings, prog: str, metrics: ServerMetrics | None) 
     """Serve ``metrics`` and the default registry's process_* and python_* collectors on the
     metrics port from a thread of its own: both services expose them the same way, off the API
     port, the process figures even with instrumentation off (wirelab/exposition.py)."""
-    exposition = None if metrics is None else Exposition(metrics.instruments, metrics.flush)
     try:
-        start_server(settings.host, settings.metrics_port, exposition)
+        registry = None if metrics is None else metrics.registry
+        start_server(settings.host, settings.metrics_port, registry)
     except OSError as exc:
         fail_to_listen(prog, "metrics", settings.host, settings.metrics_port, exc)
 

@@ -1,0 +1,26 @@
+"""python -m wirelab_bench.perf.scrape times prometheus_client's render of each service's page."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from wirelab_bench.perf import scrape
+
+
+def test_reports_cpu_per_scrape_for_each_protocol_and_format(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert scrape.main(["--scrapes", "3", "--rounds", "1"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    found = [
+        re.match(r"(\w+) +(\d+) samples, .*: (text 0\.0\.4|OpenMetrics) +([\d.]+) ms", x)
+        for x in lines
+    ]
+    assert [(m[1], m[3]) for m in found if m] == [
+        ("rest", "text 0.0.4"),
+        ("rest", "OpenMetrics"),
+        ("grpc", "text 0.0.4"),
+        ("grpc", "OpenMetrics"),
+    ]
+    assert all(m is not None and float(m[4]) > 0 and int(m[2]) > 500 for m in found)
