@@ -35,6 +35,7 @@ from IPython.display import Markdown, display  # type: ignore[attr-defined]
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from scipy import stats
+from wirelab.contract import PROTOCOLS, STREAM_KINDS
 
 # %% tags=["parameters"]
 # The results folder to report on; empty = $WIRELAB_REPORT_RESULTS, else the newest folder
@@ -238,7 +239,7 @@ else:
     for load in [x for x in IIT_LOADS if x in set(iit["load"])]:
         part = iit[iit["load"] == load]
         row = {"workload": load, "users": int(part["users"].max())}
-        for proto in ("rest", "grpc"):
+        for proto in PROTOCOLS:
             row[f"{NAMES[proto]} max CPU %"] = part[part.protocol == proto][cpu_col].max()
         row["IIT REST %"], row["IIT gRPC %"] = IIT_CPU[load]
         rows.append(row)
@@ -247,10 +248,10 @@ else:
     rows = []
     for (group, kind, load), part in iit.groupby(["group", "kind", "load"]):
         row = {"scenario": f"{IIT_GROUPS.get(group, group)} ({kind})", "workload": load}
-        by = {p: part[part.protocol == p] for p in ("rest", "grpc")}
-        for proto in ("rest", "grpc"):
+        by = {p: part[part.protocol == p] for p in PROTOCOLS}
+        for proto in PROTOCOLS:
             row[f"{NAMES[proto]} latency p50 (ms)"] = by[proto]["client_p50_ms"].mean()
-        for proto in ("rest", "grpc"):
+        for proto in PROTOCOLS:
             row[f"{NAMES[proto]} throughput (req/s)"] = by[proto]["ok_per_s"].mean()
         published = IIT_LAT_THR.get((group, load), (math.nan,) * 4)
         row |= dict(zip(("IIT REST ms", "IIT gRPC ms", "IIT REST thr", "IIT gRPC thr"),
@@ -393,7 +394,7 @@ streams = (
     tidy[tidy["client_ttfm_p50_ms"].notna() | tidy["server_ttfm_p50_ms"].notna()] if HAVE else tidy
 )
 if streams.empty:
-    say("No stream kinds (server_stream, download_chunked, bidi) in this run.")
+    say(f"No stream kinds ({', '.join(sorted(STREAM_KINDS))}) in this run.")
 else:
     ttfm = streams.groupby(["kind", "protocol", "payload_bytes"])[
         ["client_ttfm_p50_ms", "client_ttfm_p95_ms", "server_ttfm_p50_ms", "messages_per_s"]
