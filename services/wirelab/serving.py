@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from typing import NoReturn
 
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, disable_created_metrics
 
 from wirelab.exposition import start_server
 from wirelab.metrics import ServerMetrics
@@ -28,6 +28,10 @@ def serve_metrics(settings: Settings, prog: str, metrics: ServerMetrics | None) 
     """Serve ``metrics`` and the default registry's process_* and python_* collectors on the
     metrics port from a thread of its own: both services expose them the same way, off the API
     port, the process figures even with instrumentation off (wirelab/exposition.py)."""
+    # No `_created` sample per counter and histogram series: in the text format Prometheus ingests
+    # each as a series of its own, and no query reads them. A fresh process's page, counted with
+    # `curl -s 127.0.0.1:9100/metrics | grep -vc '^#'`: REST 928 -> 835 samples, gRPC 752 -> 679.
+    disable_created_metrics()  # type: ignore[no-untyped-call]
     try:
         registry = None if metrics is None else metrics.registry
         start_server(settings.host, settings.metrics_port, registry)

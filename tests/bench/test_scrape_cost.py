@@ -5,12 +5,15 @@ from __future__ import annotations
 import re
 
 import pytest
+from prometheus_client import metrics as library_metrics
 from wirelab_bench.perf import scrape
 
 
 def test_reports_cpu_per_scrape_for_each_protocol_and_format(
-    capsys: pytest.CaptureFixture[str],
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # main() turns _created samples off process-wide, as the services do: restored afterwards.
+    monkeypatch.setattr(library_metrics, "_use_created", library_metrics._use_created)
     assert scrape.main(["--scrapes", "3", "--rounds", "1"]) == 0
     lines = capsys.readouterr().out.splitlines()
     found = [

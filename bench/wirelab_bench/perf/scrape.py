@@ -7,7 +7,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 
-from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client import CollectorRegistry, disable_created_metrics, generate_latest
 from prometheus_client.openmetrics.exposition import generate_latest as openmetrics
 from wirelab.contract import CANONICAL_CODES, KINDS_BY_PROTOCOL, PROTOCOLS
 from wirelab.metrics import ServerMetrics
@@ -50,6 +50,7 @@ def cpu_per_scrape(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    disable_created_metrics()  # type: ignore[no-untyped-call]  # as wirelab.serving does
     a = parser("python -m wirelab_bench.perf.scrape", __doc__, "WIRELAB_SCRAPE", KNOBS).parse_args(
         argv
     )
