@@ -8,7 +8,7 @@ from typing import Any
 
 import yaml
 
-from tests.config.queries import REPO, RULES
+from tests.config.queries import REPO, RULES, seconds
 
 # node-exporter collector -> the prefix of the names it exports.
 COLLECTOR_PREFIX = {
@@ -53,3 +53,20 @@ def test_each_histogram_is_rated_once_by_the_rules() -> None:
                 rated.update(re.findall(r"rate\((\w+_bucket)\[", rule["expr"]))
     assert rated, "no rule rates a histogram: the check would pass vacuously"
     assert {name: n for name, n in rated.items() if n > 1} == {}
+
+
+def test_groups_that_rate_histograms_evaluate_three_times_a_window() -> None:
+    """Rating histogram buckets is what Prometheus spends most on: such a group is evaluated no
+    more often than three times in its shortest window, which still follows that window."""
+    default = yaml.safe_load((REPO / "prometheus" / "prometheus.yml").read_text())["global"]
+    checked = 0
+    for path in sorted(RULES.glob("*.yml")):
+        for group in yaml.safe_load(path.read_text())["groups"]:
+            exprs = " ".join(rule["expr"] for rule in group["rules"])
+            if not re.search(r"rate\(\w+_bucket\[", exprs):
+                continue
+            shortest = min(seconds(w) for w in re.findall(r"\[(\d+[sm])\]", exprs))
+            interval = seconds(group.get("interval", default["evaluation_interval"]))
+            assert interval >= shortest / 3, f"{group['name']} every {interval} s"
+            checked += 1
+    assert checked == 2, "the server and client groups rate histograms"
