@@ -68,7 +68,8 @@ def parse_wrk(out: str, seconds: float) -> Load:
         for kind, n in zip(("connect", "read", "write", "timeout"), errors.groups(), strict=True):
             if int(n):
                 codes[f"socket {kind}"] += int(n)
-    latency = {p: _ms(v) for p, v in re.findall(r"^\s+(50|99)%\s+(\S+)$", out, re.M)}
+    # wrk pads a one-letter unit with a space ("1.37s "), two-letter ones not ("152.54ms").
+    latency = {p: _ms(v) for p, v in re.findall(r"^\s+(50|99)%\s+(\S+) ?$", out, re.M)}
     return Load(seconds, codes, latency.get("50", float("nan")), latency.get("99", float("nan")))
 
 
