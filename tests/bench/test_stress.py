@@ -21,7 +21,7 @@ WRK_OUT = """Running 5s test @ http://127.0.0.1:8000/v1/orders
      50%  152.54ms
      75%  202.76ms
      90%  270.98ms
-     99%    1.02s 
+     99%    1.02s\x20
   6066 requests in 5.08s, 1.63MB read
   Socket errors: connect 0, read 3, write 0, timeout 7
   Non-2xx or 3xx responses: 120
