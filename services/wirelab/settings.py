@@ -55,6 +55,11 @@ KNOBS = (
     Knob("rest_header_timeout_seconds", "10", "REST headers must arrive within this; else 408"),
     Knob("rest_body_timeout_seconds", "30", "REST body idle this long: the call is cut off, 408"),
     Knob("rest_max_concurrent_calls", "0", "REST HTTP calls at once; past it 503 (0 = no limit)"),
+    Knob(
+        "grpc_max_concurrent_calls",
+        "0",
+        "gRPC calls at once; past it RESOURCE_EXHAUSTED (0 = no limit)",
+    ),
 )
 
 
@@ -74,6 +79,7 @@ class Settings:
     rest_header_timeout_seconds: float = 10.0
     rest_body_timeout_seconds: float = 30.0
     rest_max_concurrent_calls: int = 0
+    grpc_max_concurrent_calls: int = 0
 
     @property
     def grpc_max_message_bytes(self) -> int:
@@ -146,4 +152,5 @@ def load(
         rest_header_timeout_seconds=float(ints["rest_header_timeout_seconds"]),
         rest_body_timeout_seconds=float(ints["rest_body_timeout_seconds"]),
         rest_max_concurrent_calls=ints["rest_max_concurrent_calls"],
+        grpc_max_concurrent_calls=ints["grpc_max_concurrent_calls"],
     )

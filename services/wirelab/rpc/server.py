@@ -18,6 +18,7 @@ from grpc_health.v1.health import aio as health_aio  # type: ignore[attr-defined
 from wirelab import serving
 from wirelab.core import PayloadBudget
 from wirelab.metrics import ServerMetrics
+from wirelab.rpc.callcap import CallCap
 from wirelab.rpc.intake import Admission
 from wirelab.rpc.kinds import SERVICE
 from wirelab.rpc.measure import Capture, MeasuredMethods
@@ -48,9 +49,12 @@ def _register(
     health_servicer: Any,
     measured: MeasuredMethods | None,
     admission: Admission,
+    cap: int,
 ) -> None:
     capture = Capture.of(pb_grpc.add_WireLabServicer_to_server, servicer)
     handlers = admission.handlers(capture.handlers)
+    if cap:
+        handlers = CallCap(cap, admission.aio).handlers(handlers)
     if measured is None:
         server.add_registered_method_handlers(capture.service, handlers)
     else:
@@ -93,7 +97,14 @@ async def build_aio(
     health_servicer = health_aio.HealthServicer()
     measured = AioMeasuredMethods(metrics) if metrics is not None else None
     admission = Admission(settings.limits, _budget(settings, metrics), aio=True)
-    _register(server, AsyncWireLab(settings.limits), health_servicer, measured, admission)
+    _register(
+        server,
+        AsyncWireLab(settings.limits),
+        health_servicer,
+        measured,
+        admission,
+        settings.grpc_max_concurrent_calls,
+    )
     bound = _bind(server, settings, port)
     for name in ("", SERVICE):
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
@@ -110,7 +121,14 @@ def build_sync(
     health_servicer = health.HealthServicer()
     measured = SyncMeasuredMethods(metrics) if metrics is not None else None
     admission = Admission(settings.limits, _budget(settings, metrics), aio=False)
-    _register(server, SyncWireLab(settings.limits), health_servicer, measured, admission)
+    _register(
+        server,
+        SyncWireLab(settings.limits),
+        health_servicer,
+        measured,
+        admission,
+        settings.grpc_max_concurrent_calls,
+    )
     bound = _bind(server, settings, port)
     for name in ("", SERVICE):
         health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
