@@ -18,11 +18,10 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from contextlib import ExitStack
 
 from wirelab_bench.benchknobs import parser
 from wirelab_bench.overhead import find_ghz
-from wirelab_bench.prober import between, median_ms, probing, recovery_seconds
+from wirelab_bench.prober import between, median_ms, recovery_seconds
 from wirelab_bench.stress import (
     COMMON_KNOBS,
     MIB,
@@ -30,10 +29,10 @@ from wirelab_bench.stress import (
     drive,
     in_flight_for,
     outcomes,
-    saturation,
+    saturated,
     verdict,
 )
-from wirelab_bench.svcprocs import CLIENT_CPU, SERVER_CPU, pin, service
+from wirelab_bench.svcprocs import CLIENT_CPU, SERVER_CPU, pin
 
 RECOVERY_GOAL_S = 10.0
 KNOBS = (
@@ -55,18 +54,10 @@ KNOBS = (
 
 def overload(protocol: str, a: argparse.Namespace, ghz_binary: str) -> bool:
     """One protocol's run; prints its figures and returns whether every goal was met."""
-    with ExitStack() as stack:
-        svc = stack.enter_context(service(protocol, SERVER_CPU))
-        probes = stack.enter_context(probing(svc, a.probe_interval))
-        time.sleep(1.0)  # first calls (connection, imports, caches) are not the baseline
-        quiet = time.monotonic()
-        time.sleep(a.baseline_seconds)
-        baseline = median_ms(between(probes, quiet, time.monotonic()))
-        at, best, steps = saturation(svc, ghz_binary)
+    with saturated(protocol, a, ghz_binary) as run:
+        svc, probes, baseline, best = run.svc, run.probes, run.baseline_ms, run.best
         rate = a.factor * best
         concurrency = in_flight_for(rate, a.pause_ms)
-        print(f"{protocol:4} baseline probe median {baseline:.2f} ms; saturation {best:,.0f} "
-              f"calls/s from {at} concurrent (calls/s by concurrency {steps})")  # fmt: skip
         print(f"{protocol:4} offering {rate:,.0f} calls/s ({a.factor:g}x) for {a.duration} s "
               f"from {concurrency} clients pausing {a.pause_ms:g} ms", flush=True)  # fmt: skip
         rss_before, served_before = svc.rss(), outcomes(svc)

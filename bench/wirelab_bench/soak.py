@@ -15,11 +15,10 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from contextlib import ExitStack
 
 from wirelab_bench.benchknobs import parser
 from wirelab_bench.overhead import find_ghz
-from wirelab_bench.prober import between, median_ms, periodic, probing
+from wirelab_bench.prober import between, median_ms, periodic
 from wirelab_bench.stress import (
     COMMON_KNOBS,
     MIB,
@@ -27,10 +26,10 @@ from wirelab_bench.stress import (
     drive,
     growth,
     outcomes,
-    saturation,
+    saturated,
     verdict,
 )
-from wirelab_bench.svcprocs import CLIENT_CPU, SERVER_CPU, pin, service
+from wirelab_bench.svcprocs import CLIENT_CPU, SERVER_CPU, pin
 
 GROWTH_GOAL = 0.10
 KNOBS = (
@@ -47,17 +46,9 @@ KNOBS = (
 
 def soak(protocol: str, a: argparse.Namespace, ghz_binary: str) -> bool:
     """One protocol's run; prints its figures and returns whether every goal was met."""
-    with ExitStack() as stack:
-        svc = stack.enter_context(service(protocol, SERVER_CPU))
-        probes = stack.enter_context(probing(svc, a.probe_interval))
-        time.sleep(1.0)  # first calls (connection, imports, caches) are not the baseline
-        quiet = time.monotonic()
-        time.sleep(a.baseline_seconds)
-        baseline = median_ms(between(probes, quiet, time.monotonic()))
-        at, best, steps = saturation(svc, ghz_binary)
+    with saturated(protocol, a, ghz_binary) as run:
+        svc, probes, baseline, best = run.svc, run.probes, run.baseline_ms, run.best
         rate = a.load * best
-        print(f"{protocol:4} baseline probe median {baseline:.2f} ms; saturation {best:,.0f} "
-              f"calls/s from {at} concurrent (calls/s by concurrency {steps})")  # fmt: skip
         print(f"{protocol:4} offering {rate:,.0f} calls/s ({a.load:.0%}) for {a.duration} s from "
               f"{a.connections} connections", flush=True)  # fmt: skip
         fds_before, served_before = svc.open_fds(), outcomes(svc)

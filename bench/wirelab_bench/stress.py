@@ -3,17 +3,21 @@ server's own count of outcomes, growth over a run, and how figures are printed."
 
 from __future__ import annotations
 
+import argparse
 import math
 import statistics
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
 
 import httpx
 
 from wirelab_bench.loadtools import Load, ghz, wrk
+from wirelab_bench.prober import Probe, between, median_ms, probing
 from wirelab_bench.scrape import scrape
-from wirelab_bench.svcprocs import Service
+from wirelab_bench.svcprocs import SERVER_CPU, Service, service
 
 MIB = 1024 * 1024
 # Closed-loop concurrency steps of the saturation search: the throughput stops growing well
@@ -27,6 +31,30 @@ COMMON_KNOBS = (
     ("probe-interval", float, 0.1, "seconds between the probe's small calls"),
     ("baseline-seconds", int, 5, "quiet seconds of probes before any load: the baseline latency"),
 )
+
+
+@dataclass
+class Saturated:
+    """A fresh service on its core, probed throughout, with its quiet baseline and the rate at
+    which it saturates: where both stress commands start their load."""
+
+    svc: Service
+    probes: list[Probe]
+    baseline_ms: float
+    best: float
+
+
+@contextmanager
+def saturated(protocol: str, a: argparse.Namespace, ghz_binary: str) -> Iterator[Saturated]:
+    with service(protocol, SERVER_CPU) as svc, probing(svc, a.probe_interval) as probes:
+        time.sleep(1.0)  # first calls (connection, imports, caches) are not the baseline
+        quiet = time.monotonic()
+        time.sleep(a.baseline_seconds)
+        baseline = median_ms(between(probes, quiet, time.monotonic()))
+        at, best, steps = saturation(svc, ghz_binary)
+        print(f"{protocol:4} baseline probe median {baseline:.2f} ms; saturation {best:,.0f} "
+              f"calls/s from {at} concurrent (calls/s by concurrency {steps})")  # fmt: skip
+        yield Saturated(svc, probes, baseline, best)
 
 
 def knee(points: Sequence[tuple[int, float]], within: float = 0.05) -> tuple[int, float]:
