@@ -99,3 +99,24 @@ def test_the_metrics_ports_follow_wirelab_bind() -> None:
     config = json.loads(done.stdout)
     assert _published(config, "rest", 9100)[0] == "::1"
     assert _published(config, "grpc", 9100)[0] == "::1"
+
+
+def test_service_knobs_without_a_compose_default_pass_through_when_set() -> None:
+    # No default in compose.yaml for these: the services' own defaults apply unless the host
+    # sets one, and then both services under test get it alike.
+    knobs = (
+        "WIRELAB_PAYLOAD_BUDGET_BYTES",
+        "WIRELAB_MAX_ORDER_BYTES",
+        "WIRELAB_REST_MAX_CONCURRENT_CALLS",
+        "WIRELAB_GRPC_MAX_CONCURRENT_CALLS",
+    )
+    for env, expected in (({}, None), (dict.fromkeys(knobs, "7"), "7")):
+        done = subprocess.run(
+            ["docker", "compose", "config", "--format", "json"], cwd=REPO, capture_output=True,
+            text=True, env={**{k: v for k, v in os.environ.items() if k not in knobs}, **env},
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        services = json.loads(done.stdout)["services"]
+        for service in ("rest", "grpc"):
+            environment = services[service]["environment"]
+            assert {k: environment.get(k) for k in knobs} == dict.fromkeys(knobs, expected)
