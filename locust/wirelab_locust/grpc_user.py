@@ -60,7 +60,7 @@ class GrpcLabUser(LabUserMixin, User):
 
     @contextmanager
     def timed(self, kind: str) -> Iterator[Call]:
-        call = Call(self.environment, self.protocol, kind, self.knobs.fail_over_ms)
+        call = Call(self.environment, self.protocol, kind, self.knobs.fail_over_ms, self.peer)
         try:
             yield call
         except grpc.RpcError as error:

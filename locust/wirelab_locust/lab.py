@@ -16,11 +16,13 @@ class LabUserMixin:
     environment: Any
     tasks: list[TaskSet | Callable[..., Any]]
     knobs: Knobs
+    peer: str
 
     def setup_lab(self) -> None:
         """Read the options now (not at import): workers receive web-UI values with each spawn."""
         options = self.environment.parsed_options
         self.knobs = Knobs.from_options(options, self.environment.host)
+        self.peer = self.knobs.peers[self.protocol]
         weights = parse_mix(options.mix, self.protocol)
         by_kind = {getattr(t, "__name__", ""): t for t in type(self).tasks}
         # Locust picks uniformly from this list, so a kind of weight w appears w times.

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
@@ -39,11 +39,12 @@ class Observations:
         state[bisect_left(buckets, value)] += 1
         state[-1] += value
 
-    def preinitialise(self) -> None:
-        """Zero series for the known label values the contract names, like the server side."""
+    def preinitialise(self, peers: Mapping[str, str]) -> None:
+        """Zero series for the known label values the contract names, like the server side, for
+        calls to ``peers`` (protocol -> peer label of the service that protocol's users call)."""
         for protocol, kinds in KINDS_BY_PROTOCOL.items():
             for kind in kinds:
-                labels = (protocol, kind, CALLS[kind])
+                labels = (protocol, kind, CALLS[kind], peers[protocol])
                 for family in CLIENT.values():
                     each = family.preinitialise
                     if each == "kind" or (each == "stream_kind" and kind in STREAM_KINDS):

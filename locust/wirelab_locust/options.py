@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from wirelab.contract import KINDS_BY_PROTOCOL
+from wirelab.contract import KINDS_BY_PROTOCOL, peer_of
 
 # (flag, type, default, help, shown in the web UI). Shape and exporter options are fixed per
 # process, so they stay off the web form; everything that shapes a request can change per swarm.
@@ -109,6 +109,11 @@ class Knobs:
     fail_over_ms: float
     call_timeout: float
     pace: float
+
+    @property
+    def peers(self) -> dict[str, str]:
+        """The ``peer`` label of each protocol's calls: the host name of the service called."""
+        return {"rest": peer_of(self.rest_host), "grpc": peer_of(self.grpc_target)}
 
     @classmethod
     def from_options(cls, options: Any, host: str | None) -> Knobs:

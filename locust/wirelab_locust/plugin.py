@@ -16,6 +16,7 @@ from prometheus_client import CollectorRegistry, make_wsgi_app
 from locust import LoadTestShape, events
 from wirelab_locust import options, shapes
 from wirelab_locust.metrics import SATURATED_RATIO, ClientCollector, Gauges
+from wirelab_locust.options import Knobs
 from wirelab_locust.timing import OBSERVATIONS
 
 log = logging.getLogger("wirelab_locust")
@@ -60,7 +61,7 @@ def _on_init(environment: Any, runner: Any, web_ui: Any = None, **_: Any) -> Non
             OBSERVATIONS.merge(data.get(_REPORT_KEY, []))
 
         environment.events.worker_report.add_listener(merge)
-    OBSERVATIONS.preinitialise()
+    OBSERVATIONS.preinitialise(Knobs.from_options(parsed, environment.host).peers)
     if parsed.metrics_port:
         serve_metrics(runner, parsed.metrics_bind, parsed.metrics_port)
     gevent.spawn(_watch_cpu, runner)

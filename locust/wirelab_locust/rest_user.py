@@ -68,7 +68,7 @@ class RestLabUser(LabUserMixin, FastHttpUser):
 
     @contextmanager
     def timed(self, kind: str) -> Iterator[Call]:
-        call = Call(self.environment, self.protocol, kind, self.knobs.fail_over_ms)
+        call = Call(self.environment, self.protocol, kind, self.knobs.fail_over_ms, self.peer)
         try:
             yield call
         except websocket.WebSocketBadStatusException as error:

@@ -39,6 +39,7 @@ class Call:
     protocol: str
     kind: str
     fail_over_ms: float
+    peer: str
     started: float = field(default_factory=time.perf_counter)
     started_wall: float = field(default_factory=time.time)
     bytes_out: int = 0
@@ -67,7 +68,7 @@ class Call:
             error = TooSlow(f"{elapsed * 1000:.1f} ms > {self.fail_over_ms:g} ms")
         outcome = _outcome(error)
         call = CALLS[self.kind]
-        labels = (self.protocol, self.kind, call)
+        labels = (self.protocol, self.kind, call, self.peer)
         first = None if self.first_message is None else self.first_message - self.started
         self.environment.events.request.fire(
             request_type=self.protocol,

@@ -62,7 +62,7 @@ def server_metric_names() -> set[str]:
 def client_metric_names() -> set[str]:
     """Sample names the Locust master exposes: its collector over pre-initialised observations."""
     observations = Observations()
-    observations.preinitialise()
+    observations.preinitialise({"rest": "rest", "grpc": "grpc"})
     registry = CollectorRegistry()
     registry.register(
         ClientCollector(observations, lambda: Gauges(users=0, workers=0, cpu={"master": 0.0}))

@@ -7,7 +7,7 @@ from prometheus_client import CollectorRegistry
 from wirelab.contract import DURATION_BUCKETS
 from wirelab_locust.metrics import ClientCollector, Gauges, Observations
 
-LABELS = ("grpc", "unary", "ProcessOrder")
+LABELS = ("grpc", "unary", "ProcessOrder", "grpc")
 
 
 def registry_of(obs: Observations, gauges: Gauges | None = None) -> CollectorRegistry:
@@ -22,7 +22,7 @@ def test_histogram_uses_the_server_buckets_and_counts_each_observation() -> None
         obs.observe("wirelab_client_request_duration_seconds", LABELS, seconds)
     reg = registry_of(obs)
     name = "wirelab_client_request_duration_seconds"
-    labels = dict(zip(("protocol", "kind", "call"), LABELS, strict=True))
+    labels = dict(zip(("protocol", "kind", "call", "peer"), LABELS, strict=True))
     assert reg.get_sample_value(f"{name}_count", labels) == 5
     assert reg.get_sample_value(f"{name}_sum", labels) == 0.00004 + 0.0006 + 2.0 + 400.0
     assert reg.get_sample_value(f"{name}_bucket", {**labels, "le": "5e-05"}) == 1
@@ -50,7 +50,7 @@ def test_worker_shipments_merge_once_and_survive_msgpack() -> None:
         master.merge(msgpack.unpackb(msgpack.packb(worker.drain())))
         assert worker.drain() == []  # drained: the next report starts from zero
     reg = registry_of(master)
-    labels = {"protocol": "grpc", "kind": "unary", "call": "ProcessOrder"}
+    labels = {"protocol": "grpc", "kind": "unary", "call": "ProcessOrder", "peer": "grpc"}
     assert reg.get_sample_value("wirelab_client_requests_total", {**labels, "outcome": "ok"}) == 7
     assert reg.get_sample_value("wirelab_client_response_bytes_count", labels) == 7
     assert reg.get_sample_value("wirelab_client_response_bytes_sum", labels) == 700
@@ -58,19 +58,30 @@ def test_worker_shipments_merge_once_and_survive_msgpack() -> None:
 
 def test_known_label_values_are_preinitialised() -> None:
     obs = Observations()
-    obs.preinitialise()
+    obs.preinitialise({"rest": "rest", "grpc": "127.0.0.1"})
     reg = registry_of(obs)
-    rest_json = {"protocol": "rest", "kind": "upload_json", "call": "UploadJson"}
+    rest_json = {"protocol": "rest", "kind": "upload_json", "call": "UploadJson", "peer": "rest"}
     assert (
         reg.get_sample_value("wirelab_client_requests_total", {**rest_json, "outcome": "failure"})
         == 0
     )
-    stream = {"protocol": "grpc", "kind": "server_stream", "call": "StreamMessages"}
+    stream = {
+        "protocol": "grpc",
+        "kind": "server_stream",
+        "call": "StreamMessages",
+        "peer": "127.0.0.1",
+    }
     assert reg.get_sample_value("wirelab_client_time_to_first_message_seconds_count", stream) == 0
     # gRPC has no JSON kinds, unary has no first message.
-    grpc_json = {"protocol": "grpc", "kind": "upload_json", "call": "UploadJson", "outcome": "ok"}
+    grpc_json = {
+        "protocol": "grpc",
+        "kind": "upload_json",
+        "call": "UploadJson",
+        "peer": "127.0.0.1",
+        "outcome": "ok",
+    }
     assert reg.get_sample_value("wirelab_client_requests_total", grpc_json) is None
-    unary = {"protocol": "rest", "kind": "unary", "call": "ProcessOrder"}
+    unary = {"protocol": "rest", "kind": "unary", "call": "ProcessOrder", "peer": "rest"}
     assert reg.get_sample_value("wirelab_client_time_to_first_message_seconds_count", unary) is None
 
 

@@ -19,9 +19,13 @@ from wirelab.contract import (
     SERVER,
     STREAM_KINDS,
     Family,
+    peer_of,
 )
 from wirelab.metrics import ServerMetrics
 from wirelab_locust.metrics import ClientCollector, Gauges, Observations, bucket_bounds
+
+# The peer label of the Locust master's zero series: the host each protocol's users call.
+PEERS = {"rest": "rest", "grpc": "grpc"}
 
 
 def _families(registry: CollectorRegistry) -> dict[str, Metric]:
@@ -32,7 +36,7 @@ def _zero_series(family: Family, protocol: str, call: bool) -> set[tuple[str, ..
     """The label values of the series the contract says exist before the first call."""
     found: set[tuple[str, ...]] = set()
     for kind in KINDS_BY_PROTOCOL[protocol]:
-        base = (protocol, kind, CALLS[kind]) if call else (protocol, kind)
+        base = (protocol, kind, CALLS[kind], PEERS[protocol]) if call else (protocol, kind)
         if family.preinitialise == "kind" or (
             family.preinitialise == "stream_kind" and kind in STREAM_KINDS
         ):
@@ -71,7 +75,7 @@ def test_a_server_registry_exposes_the_contract(protocol: str) -> None:
 
 def test_the_locust_master_exposes_the_contract() -> None:
     observations = Observations()
-    observations.preinitialise()
+    observations.preinitialise(PEERS)
     registry = CollectorRegistry()
     gauges = Gauges(users=0, workers=0, cpu={"master": 0.0})
     registry.register(ClientCollector(observations, lambda: gauges))
@@ -104,7 +108,24 @@ def test_a_fresh_service_page_stays_small() -> None:
     ServerMetrics("rest", registry, "async")
     assert _samples(registry) <= 1000
     observations = Observations()
-    observations.preinitialise()
+    observations.preinitialise(PEERS)
     client = CollectorRegistry()
     client.register(ClientCollector(observations, lambda: Gauges(0, 0, {"master": 0.0})))
     assert _samples(client) <= 1600
+
+
+@pytest.mark.parametrize(
+    ("address", "peer"),
+    [
+        ("http://rest-b:8000", "rest-b"),
+        ("http://127.0.0.1:8000/prefix", "127.0.0.1"),
+        ("grpc://grpc-b:50051", "grpc-b"),
+        ("grpc-b:50051", "grpc-b"),
+        ("dns:///grpc-b:50051", "grpc-b"),
+        ("[::1]:50051", "::1"),
+        ("http://[::1]:8000", "::1"),
+        ("lb", "lb"),
+    ],
+)
+def test_the_peer_label_is_the_host_name_called(address: str, peer: str) -> None:
+    assert peer_of(address) == peer

@@ -105,3 +105,14 @@ def grpc_outcome(code_name: str) -> str:
     if code_name in GRPC_CLIENT_ERROR_CODES:
         return "client_error"
     return "server_error"
+
+
+def peer_of(address: str) -> str:
+    """The ``peer`` label of calls to ``address``: its host name, from a URL
+    (``http://rest-b:8000``), a gRPC target (``grpc-b:50051``, ``dns:///grpc-b:50051``,
+    ``[::1]:50051``) or a bare host."""
+    rest = address.split("://", 1)[-1].lstrip("/")
+    host = rest.split("/", 1)[0]
+    if host.startswith("["):
+        return host[1 : host.index("]")] if "]" in host else host[1:]
+    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
