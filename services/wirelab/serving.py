@@ -18,6 +18,12 @@ def fail_to_listen(prog: str, what: str, host: str, port: int, exc: BaseExceptio
     sys.exit(1)
 
 
+def bad_configuration(prog: str, exc: Exception) -> NoReturn:
+    """Exit non-zero with the knob problem in one line (e.g. a downstream of the wrong protocol)."""
+    print(f"{prog}: {exc}", file=sys.stderr)
+    sys.exit(2)
+
+
 def instruments(settings: Settings, protocol: str, concurrency: str) -> ServerMetrics | None:
     """The server metrics (in a registry of their own, rendered before the default one), or
     None when WIRELAB_METRICS=off."""

@@ -60,7 +60,24 @@ KNOBS = (
         "0",
         "gRPC calls at once; past it RESOURCE_EXHAUSTED (0 = no limit)",
     ),
-)
+    # Topologies (docs/topologies.md): a service with downstreams relays each order to them.
+    Knob(
+        "downstream",
+        "",
+        "services each order is sent on to, comma separated: http://host:port (REST service) or "
+        "grpc://host:port (gRPC service), of this service's own protocol; empty = none",
+    ),
+    Knob("fanout", "sequential", "call the downstreams one after another or all at once",
+         ("sequential", "parallel")),
+    Knob("local_work", "on", "off = relay only: validate, then answer with the first "
+         "downstream's reply instead of doing work_ms here", ("on", "off")),
+    Knob("downstream_timeout_seconds", "10",
+         "budget of one order's downstream calls, unless the caller's deadline is sooner"),
+    Knob("grpc_balancing", "pick_first",
+         "gRPC downstreams: pick_first = one connection; round_robin = every address the "
+         "host name resolves to (client-side balancing over compose's DNS)",
+         ("pick_first", "round_robin")),
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -80,6 +97,11 @@ class Settings:
     rest_body_timeout_seconds: float = 30.0
     rest_max_concurrent_calls: int = 0
     grpc_max_concurrent_calls: int = 0
+    downstream: tuple[str, ...] = ()
+    fanout: str = "sequential"
+    local_work: bool = True
+    downstream_timeout_seconds: float = 10.0
+    grpc_balancing: str = "pick_first"
 
     @property
     def grpc_max_message_bytes(self) -> int:
@@ -153,4 +175,9 @@ def load(
         rest_body_timeout_seconds=float(ints["rest_body_timeout_seconds"]),
         rest_max_concurrent_calls=ints["rest_max_concurrent_calls"],
         grpc_max_concurrent_calls=ints["grpc_max_concurrent_calls"],
+        downstream=tuple(d.strip() for d in ns["downstream"].split(",") if d.strip()),
+        fanout=ns["fanout"],
+        local_work=ns["local_work"] == "on",
+        downstream_timeout_seconds=float(ints["downstream_timeout_seconds"]),
+        grpc_balancing=ns["grpc_balancing"],
     )

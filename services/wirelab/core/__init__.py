@@ -18,7 +18,14 @@ from wirelab.core.limits import (
     check_range,
     order_too_large,
 )
-from wirelab.core.orders import OrderTotals, order_totals, process_order, process_order_async
+from wirelab.core.orders import (
+    OrderTotals,
+    check_order,
+    order_totals,
+    process_order,
+    process_order_async,
+    work_async,
+)
 from wirelab.core.streams import StreamPlan, pong
 
 __all__ = [
@@ -31,6 +38,7 @@ __all__ = [
     "StreamPlan",
     "check_blob_size",
     "check_chunk_size",
+    "check_order",
     "check_order_size",
     "check_range",
     "chunks",
@@ -43,4 +51,5 @@ __all__ = [
     "pong",
     "process_order",
     "process_order_async",
+    "work_async",
 ]

@@ -59,21 +59,31 @@ def order_totals(order: OrderLike, count_words: bool) -> OrderTotals:
     return OrderTotals(item_count, total, words, chars)
 
 
+def check_order(order: OrderLike, work_ms: int, count_words: bool, limits: Limits) -> OrderTotals:
+    """Validate an order and compute its totals, without the simulated work (a relay hop checks
+    an order this way before sending it on)."""
+    check_range("work_ms", work_ms, limits.max_work_ms)
+    return order_totals(order, count_words)
+
+
 def process_order(order: OrderLike, work_ms: int, count_words: bool, limits: Limits) -> OrderTotals:
     """Thread-pool servers: validate, block for ``work_ms``, then compute."""
-    check_range("work_ms", work_ms, limits.max_work_ms)
-    totals = order_totals(order, count_words)
+    totals = check_order(order, work_ms, count_words, limits)
     if work_ms:
         time.sleep(work_ms / 1000)
     return totals
+
+
+async def work_async(work_ms: int) -> None:
+    """The simulated business delay, awaited without blocking the event loop."""
+    if work_ms:
+        await asyncio.sleep(work_ms / 1000)
 
 
 async def process_order_async(
     order: OrderLike, work_ms: int, count_words: bool, limits: Limits
 ) -> OrderTotals:
     """Event-loop servers: validate, await ``work_ms`` without blocking the loop, then compute."""
-    check_range("work_ms", work_ms, limits.max_work_ms)
-    totals = order_totals(order, count_words)
-    if work_ms:
-        await asyncio.sleep(work_ms / 1000)
+    totals = check_order(order, work_ms, count_words, limits)
+    await work_async(work_ms)
     return totals

@@ -37,9 +37,13 @@ def main(argv: Sequence[str] | None = None) -> None:
         header_timeout=config.rest_header_timeout_seconds,
         body_timeout=config.rest_body_timeout_seconds,
     )
+    try:
+        app = create_app(config, metrics)
+    except ValueError as exc:  # knobs that contradict each other, e.g. a gRPC downstream
+        serving.bad_configuration(PROG, exc)
     server = uvicorn.Server(
         uvicorn.Config(
-            create_app(config, metrics),
+            app,
             loop="uvloop",
             http=bounded(bounds),  # httptools, bounded (rest/protocol.py)
             ws="websockets-sansio",

@@ -14,6 +14,7 @@ from pydantic import ValidationError
 from starlette.exceptions import HTTPException
 
 from wirelab.core import CoreError, Overloaded, PayloadBudget
+from wirelab.hops import DownstreamError, build_relay
 from wirelab.metrics import ServerMetrics
 from wirelab.rest import openapi
 from wirelab.rest.concurrency import ConcurrencyLimit
@@ -43,6 +44,15 @@ async def _overloaded(_: Request, exc: Exception) -> JSONResponse:
     return JSONResponse({"detail": exc.message}, status_code=503, headers=headers)
 
 
+async def _downstream_failed(_: Request, exc: Exception) -> JSONResponse:
+    # 504 when the downstream ran out of time, else 502: the fault is past this service, and
+    # neither is 503, which here means "this service refuses the call for load".
+    assert isinstance(exc, DownstreamError)
+    return JSONResponse(
+        {"detail": exc.message}, status_code=504 if exc.reason == "timeout" else 502
+    )
+
+
 async def _request_invalid(_: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError | ValidationError)
     return JSONResponse({"detail": _validation_detail(exc.errors())}, status_code=422)
@@ -67,11 +77,15 @@ def _method_not_allowed(app: FastAPI) -> Callable[[Request, Exception], Awaitabl
 def create_app(settings: Settings, metrics: ServerMetrics | None = None) -> FastAPI:
     """Build the app; with ``metrics`` None no instrumentation is installed at all."""
 
+    relay = build_relay(settings, "rest", None if metrics is None else metrics.registry)
+
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         # Sync handlers run in anyio's pool; size it like the sync gRPC server's.
         anyio.to_thread.current_default_thread_limiter().total_tokens = settings.grpc_threads
         yield
+        if relay is not None:
+            await relay.close()
 
     app = FastAPI(
         lifespan=lifespan,
@@ -81,7 +95,9 @@ def create_app(settings: Settings, metrics: ServerMetrics | None = None) -> Fast
     )
     budget = PayloadBudget(settings.limits.payload_budget_bytes)
     openapi.install(app, settings.limits, capped=settings.rest_max_concurrent_calls > 0)
-    app.include_router(build_router(settings.limits, settings.rest_handlers == "sync", budget))
+    sync = settings.rest_handlers == "sync"
+    app.include_router(build_router(settings.limits, sync, budget, relay))
+    app.add_exception_handler(DownstreamError, _downstream_failed)
     app.add_exception_handler(Overloaded, _overloaded)
     app.add_exception_handler(CoreError, _core_error)
     app.add_exception_handler(405, _method_not_allowed(app))

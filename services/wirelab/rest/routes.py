@@ -12,6 +12,7 @@ from starlette.websockets import WebSocketDisconnect
 
 from wirelab import core
 from wirelab.core import CoreError, Limits, OrderTotals, PayloadBudget, StreamPlan
+from wirelab.hops import DEADLINE_HEADER, Relay
 from wirelab.rest import codec
 from wirelab.rest.bodies import (
     JSON_UPLOAD_HOLDS,
@@ -66,9 +67,22 @@ def _blob_headers(size: int) -> dict[str, str]:
     return {"x-wirelab-size": str(size), "x-wirelab-sha256": core.digest(size)}
 
 
-def build_router(limits: Limits, sync: bool, budget: PayloadBudget) -> APIRouter:
+def _deadline(request: Request) -> float | None:
+    """The caller's remaining budget in seconds, when it sent one (a relay hop does)."""
+    text = request.headers.get(DEADLINE_HEADER)
+    if text is None:
+        return None
+    if not text.isdigit():
+        raise CoreError(f"{DEADLINE_HEADER} must be a whole number of milliseconds (got {text!r})")
+    return int(text) / 1000
+
+
+def build_router(
+    limits: Limits, sync: bool, budget: PayloadBudget, relay: Relay[Any, Any] | None = None
+) -> APIRouter:
     """All contract routes. ``sync`` picks plain ``def`` handlers, run in FastAPI's thread pool;
-    one-message uploads and downloads hold their body's bytes in ``budget`` (bodies.py)."""
+    one-message uploads and downloads hold their body's bytes in ``budget`` (bodies.py); with
+    ``relay``, orders are also sent on to downstream services (wirelab.hops)."""
     router = APIRouter(prefix="/v1")
     cpu = (lambda fn: fn) if sync else on_loop
     # base64 makes a JSON body 4/3 of the blob; allow that plus the JSON around it.
@@ -79,6 +93,13 @@ def build_router(limits: Limits, sync: bool, budget: PayloadBudget) -> APIRouter
         return _reply(
             request, await core.process_order_async(o, request.work_ms, request.count_words, limits)
         )
+
+    async def orders_relayed(request: OrderRequest, http: Request) -> OrderReply:
+        assert relay is not None
+        o = request.order
+        own = _reply(request, core.check_order(o, request.work_ms, request.count_words, limits))
+        reply: OrderReply = await relay.order(request, own, request.work_ms, _deadline(http))
+        return reply
 
     def orders_sync(request: OrderRequest) -> OrderReply:
         o = request.order
@@ -176,9 +197,8 @@ def build_router(limits: Limits, sync: bool, budget: PayloadBudget) -> APIRouter
             await websocket.close(code=1009 if exc.over_limit else 1007, reason=exc.message[:120])
 
     # One name in both modes, so the OpenAPI document (operationId, summary) does not change.
-    router.post("/orders", response_model=OrderReply, name="process_order")(
-        orders_sync if sync else orders_async
-    )
+    orders = orders_relayed if relay is not None else orders_sync if sync else orders_async
+    router.post("/orders", response_model=OrderReply, name="process_order")(orders)
     router.get("/stream", response_class=StreamingResponse)(cpu(stream))
     router.post("/blobs", response_model=BlobDigest, openapi_extra=_BINARY_BODY)(cpu(upload))
     router.post("/blobs/json", response_model=BlobDigest, openapi_extra=_JSON_BLOB_BODY)(

@@ -17,6 +17,7 @@ from grpc_health.v1.health import aio as health_aio  # type: ignore[attr-defined
 
 from wirelab import serving
 from wirelab.core import PayloadBudget
+from wirelab.hops import Relay, build_relay
 from wirelab.metrics import ServerMetrics
 from wirelab.rpc.callcap import CallCap
 from wirelab.rpc.intake import Admission
@@ -25,9 +26,10 @@ from wirelab.rpc.measure import Capture, MeasuredMethods
 from wirelab.rpc.measure_aio import AioMeasuredMethods
 from wirelab.rpc.measure_sync import SyncMeasuredMethods
 from wirelab.rpc.reflection import add_reflection
-from wirelab.rpc.servicer import AsyncWireLab
+from wirelab.rpc.servicer import AsyncWireLab, RelayingWireLab
 from wirelab.rpc.sync_servicer import SyncWireLab
 from wirelab.settings import Settings
+from wirelab.v1 import wirelab_pb2 as pb
 from wirelab.v1 import wirelab_pb2_grpc as pb_grpc
 
 PROG = "python -m wirelab.rpc"
@@ -91,15 +93,21 @@ def _bind(server: Any, settings: Settings, port: int) -> int:
 
 
 async def build_aio(
-    settings: Settings, metrics: ServerMetrics | None, port: int
+    settings: Settings,
+    metrics: ServerMetrics | None,
+    port: int,
+    relay: Relay[pb.OrderRequest, pb.OrderReply] | None = None,
 ) -> tuple[grpc.aio.Server, health_aio.HealthServicer, int]:
     server = grpc.aio.server(options=server_options(settings))
     health_servicer = health_aio.HealthServicer()
     measured = AioMeasuredMethods(metrics) if metrics is not None else None
     admission = Admission(settings.limits, _budget(settings, metrics), aio=True)
+    servicer = (
+        AsyncWireLab(settings.limits) if relay is None else RelayingWireLab(settings.limits, relay)
+    )
     _register(
         server,
-        AsyncWireLab(settings.limits),
+        servicer,
         health_servicer,
         measured,
         admission,
@@ -141,8 +149,9 @@ def _cannot_listen(settings: Settings, exc: OSError) -> NoReturn:
 
 async def serve_aio(settings: Settings) -> None:
     metrics = serving.instruments(settings, "grpc", "aio")
+    relay = _relay(settings, metrics)
     try:
-        server, health_servicer, _ = await build_aio(settings, metrics, settings.grpc_port)
+        server, health_servicer, _ = await build_aio(settings, metrics, settings.grpc_port, relay)
     except OSError as exc:
         _cannot_listen(settings, exc)
     # The metrics port is bound only once the API port is ours: a taken API port fails first.
@@ -158,9 +167,21 @@ async def serve_aio(settings: Settings) -> None:
     # NOT_SERVING first so health-checking clients stop sending, then drain in-flight calls.
     await health_servicer.enter_graceful_shutdown()
     await server.stop(settings.grace_seconds)
+    if relay is not None:
+        await relay.close()
+
+
+def _relay(
+    settings: Settings, metrics: ServerMetrics | None
+) -> Relay[pb.OrderRequest, pb.OrderReply] | None:
+    try:
+        return build_relay(settings, "grpc", None if metrics is None else metrics.registry)
+    except ValueError as exc:
+        serving.bad_configuration(PROG, exc)
 
 
 def serve_sync(settings: Settings) -> None:
+    _relay(settings, None)  # refuses downstreams: a sync server cannot await them
     metrics = serving.instruments(settings, "grpc", "sync")
     try:
         server, health_servicer, _ = build_sync(settings, metrics, settings.grpc_port)

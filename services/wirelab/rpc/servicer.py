@@ -8,6 +8,7 @@ import grpc
 
 from wirelab import core
 from wirelab.core import Limits, StreamPlan
+from wirelab.hops import DownstreamError, Relay
 from wirelab.rpc import replies
 from wirelab.rpc.errors import aborts_on_core_error
 from wirelab.v1 import wirelab_pb2 as pb
@@ -66,3 +67,29 @@ class AsyncWireLab(pb_grpc.WireLabServicer):
     ) -> AsyncIterator[pb.Pong]:
         async for ping in request_iterator:
             yield replies.pong(ping, self.limits)
+
+
+class RelayingWireLab(AsyncWireLab):
+    """The aio servicer of a hop with downstreams: each order is also sent on (wirelab.hops)."""
+
+    def __init__(self, limits: Limits, relay: Relay[pb.OrderRequest, pb.OrderReply]) -> None:
+        super().__init__(limits)
+        self.relay = relay
+
+    @aborts_on_core_error
+    async def ProcessOrder(self, request: pb.OrderRequest, context: Context) -> pb.OrderReply:
+        r = request
+        own = replies.order_reply(
+            r, core.check_order(r.order, r.work_ms, r.count_words, self.limits)
+        )
+        try:
+            # The caller's deadline (grpc-timeout) bounds the downstream calls: it propagates.
+            return await self.relay.order(r, own, r.work_ms, context.time_remaining())
+        except DownstreamError as exc:
+            # UNAVAILABLE for a downstream with no connection or an error (gRPC's mapping of
+            # HTTP 502/503), DEADLINE_EXCEEDED when it ran out of time; the message names it.
+            code = _DOWNSTREAM_CODES.get(exc.reason, grpc.StatusCode.UNAVAILABLE)
+            await context.abort(code, exc.message)
+
+
+_DOWNSTREAM_CODES = {"timeout": grpc.StatusCode.DEADLINE_EXCEEDED}

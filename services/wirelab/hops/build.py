@@ -1,0 +1,44 @@
+"""A service's relay from its knobs: None without downstreams, else one of its protocol."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prometheus_client import CollectorRegistry
+
+from wirelab.hops.outgoing import families
+from wirelab.hops.relay import Relay
+from wirelab.hops.via_grpc import grpc_downstreams
+from wirelab.hops.via_rest import rest_downstreams
+from wirelab.settings import Settings
+
+
+def build_relay(
+    settings: Settings, protocol: str, registry: CollectorRegistry | None
+) -> Relay[Any, Any] | None:
+    """The relay for WIRELAB_DOWNSTREAM, its calls measured in ``registry`` (None: not at all).
+    gRPC's is built inside the running event loop: grpc.aio channels belong to one."""
+    if not settings.downstream:
+        return None
+    scheme = {"rest": "http://", "grpc": "grpc://"}[protocol]
+    for target in settings.downstream:
+        # One arm, one protocol on every hop: REST calls REST, gRPC calls gRPC.
+        if not target.startswith(scheme):
+            raise ValueError(
+                f"a {protocol} service's downstream must be {scheme}host:port: {target}"
+            )
+    if (settings.rest_handlers if protocol == "rest" else settings.grpc_server) == "sync":
+        raise ValueError("a service with downstreams runs the async server (its calls are awaited)")
+    measured = None if registry is None else families(registry)
+    if protocol == "rest":
+        downstreams: list[Any] = rest_downstreams(settings.downstream, measured)
+    else:
+        downstreams = grpc_downstreams(
+            settings.downstream, settings.grpc_balancing, settings.grpc_max_message_bytes, measured
+        )
+    return Relay(
+        downstreams,
+        parallel=settings.fanout == "parallel",
+        local_work=settings.local_work,
+        timeout=settings.downstream_timeout_seconds,
+    )

@@ -1,0 +1,73 @@
+"""Outgoing calls measured with the metric contract's client families, labelled by peer."""
+
+from __future__ import annotations
+
+from typing import cast
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+
+from wirelab.contract import CALLS, CLIENT, CLIENT_OUTCOMES
+
+KIND = "unary"  # a hop relays orders: ProcessOrder, the request-response kind
+
+
+class Outgoing:
+    """The client-side instruments of one downstream (``protocol``, ``peer``), resolved once.
+
+    prometheus_client's own ``inc``/``observe``, not the server's batching queue: one relay
+    call per order, and the outgoing call it measures costs hundreds of microseconds (the
+    server's queue saves a microsecond or two per call; docs/topologies.md has the figures).
+    """
+
+    def __init__(self, families: Families | None, protocol: str, peer: str) -> None:
+        self.peer = peer
+        labels = (protocol, KIND, CALLS[KIND], peer)
+        if families is None:  # WIRELAB_METRICS=off: nothing recorded
+            self._requests: dict[str, Counter] | None = None
+            return
+        requests = cast(Counter, families["wirelab_client_requests"])
+        self._requests = {o: requests.labels(*labels, o) for o in CLIENT_OUTCOMES}
+        self._duration = cast(Histogram, families["wirelab_client_request_duration_seconds"])
+        self._duration = self._duration.labels(*labels)
+        self._sent = cast(Histogram, families["wirelab_client_request_bytes"]).labels(*labels)
+        self._received = cast(Histogram, families["wirelab_client_response_bytes"]).labels(*labels)
+        self._messages_sent = cast(Counter, families["wirelab_client_messages_sent"])
+        self._messages_sent = self._messages_sent.labels(*labels)
+        self._messages_received = cast(Counter, families["wirelab_client_messages_received"])
+        self._messages_received = self._messages_received.labels(*labels)
+
+    def record(self, outcome: str, seconds: float, sent: int, received: int | None) -> None:
+        """One finished call: ``received`` None when no reply arrived."""
+        if self._requests is None:
+            return
+        self._requests[outcome].inc()
+        self._duration.observe(seconds)
+        self._sent.observe(sent)
+        self._messages_sent.inc()
+        if received is not None:
+            self._received.observe(received)
+            self._messages_received.inc()
+
+
+Families = dict[str, Counter | Histogram]
+
+
+def families(registry: CollectorRegistry) -> Families:
+    """Register the client families a process's downstream calls are measured with (once)."""
+    made: Families = {}
+    for name in (
+        "wirelab_client_requests",
+        "wirelab_client_request_duration_seconds",
+        "wirelab_client_request_bytes",
+        "wirelab_client_response_bytes",
+        "wirelab_client_messages_sent",
+        "wirelab_client_messages_received",
+    ):
+        family = CLIENT[name]
+        if family.type == "counter":
+            made[name] = Counter(name, family.help, family.labels, registry=registry)
+        else:
+            made[name] = Histogram(
+                name, family.help, family.labels, buckets=family.buckets, registry=registry
+            )
+    return made

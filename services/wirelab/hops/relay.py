@@ -1,0 +1,101 @@
+"""The relay: one order sent on to every downstream, in turn or all at once, within one deadline."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Generic, Literal, Protocol, TypeVar
+
+from wirelab import core
+
+Req = TypeVar("Req")
+Rep = TypeVar("Rep")
+Req_contra = TypeVar("Req_contra", contravariant=True)
+Rep_co = TypeVar("Rep_co", covariant=True)
+Reply = TypeVar("Reply")
+# REST's deadline: the caller's remaining budget in milliseconds, as gRPC sends grpc-timeout.
+DEADLINE_HEADER = "x-wirelab-deadline-ms"
+Reason = Literal["unavailable", "timeout", "failed"]
+
+
+class DownstreamError(Exception):
+    """A downstream call that did not give a reply: no connection (``unavailable``), past the
+    deadline (``timeout``) or an error status or unreadable reply (``failed``)."""
+
+    def __init__(self, peer: str, reason: Reason, detail: str) -> None:
+        self.peer = peer
+        self.reason = reason
+        self.message = f"downstream {peer} {_SAID[reason]}: {detail}"
+        super().__init__(self.message)
+
+
+_SAID: dict[Reason, str] = {
+    "unavailable": "is unavailable",
+    "timeout": "did not answer in time",
+    "failed": "failed",
+}
+
+
+class Downstream(Protocol[Req_contra, Rep_co]):
+    """One downstream service, reached with its protocol's connection-reusing async client."""
+
+    peer: str
+
+    async def order(self, request: Req_contra, timeout: float) -> Rep_co:
+        """Send ``request``; its reply, or DownstreamError (the call is measured either way)."""
+        ...
+
+    async def close(self) -> None: ...
+
+
+@dataclass
+class Relay(Generic[Req, Rep]):
+    """Sends each order to ``downstreams``; ``timeout`` bounds all of one order's calls."""
+
+    downstreams: Sequence[Downstream[Req, Rep]]
+    parallel: bool
+    local_work: bool
+    timeout: float
+
+    async def order(
+        self, request: Req, own: Reply, work_ms: int, deadline: float | None
+    ) -> Reply | Rep:
+        """Do this hop's part and call the downstreams: ``own`` is this hop's reply to an order
+        already validated here (so bad input never leaves the edge), ``work_ms`` the simulated
+        work, ``deadline`` the seconds the caller still waits (None: no deadline).
+
+        Sequential: this hop's work, then each downstream in turn (the order-chain study's
+        4 x 100 ms floor). Parallel: the work and every call at once; the first failure cancels
+        the rest. The answer is this hop's own reply, or with local work off (a pure relay, the
+        A->B study's A) the first downstream's.
+        """
+        loop = asyncio.get_running_loop()
+        budget = self.timeout if deadline is None else min(self.timeout, deadline)
+        end = loop.time() + budget
+        if budget <= 0:
+            raise DownstreamError(self.downstreams[0].peer, "timeout", "the caller's deadline passed")
+        work = work_ms if self.local_work else 0
+        if self.parallel:
+            try:
+                async with asyncio.TaskGroup() as group:
+                    group.create_task(core.work_async(work))
+                    calls = [group.create_task(d.order(request, budget)) for d in self.downstreams]
+            except* DownstreamError as failed:
+                raise failed.exceptions[0] from None
+            replies = [call.result() for call in calls]
+        else:
+            await core.work_async(work)
+            replies = []
+            for downstream in self.downstreams:
+                left = end - loop.time()
+                if left <= 0:
+                    raise DownstreamError(
+                        downstream.peer, "timeout", f"{budget:g} s spent before the call"
+                    )
+                replies.append(await downstream.order(request, left))
+        return own if self.local_work else replies[0]
+
+    async def close(self) -> None:
+        for downstream in self.downstreams:
+            await downstream.close()

@@ -1,0 +1,78 @@
+"""gRPC downstreams: ProcessOrder over one grpc.aio channel per downstream."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+
+import grpc
+import grpc.aio
+
+from wirelab.contract import grpc_outcome, peer_of
+from wirelab.hops.outgoing import Families, Outgoing
+from wirelab.hops.relay import DownstreamError, Reason
+from wirelab.v1 import wirelab_pb2 as pb
+from wirelab.v1 import wirelab_pb2_grpc as pb_grpc
+
+_REASONS: dict[grpc.StatusCode, Reason] = {
+    grpc.StatusCode.UNAVAILABLE: "unavailable",
+    grpc.StatusCode.DEADLINE_EXCEEDED: "timeout",
+}
+
+
+class GrpcDownstream:
+    """One gRPC service (``grpc://host:port``) on a channel of its own, opened once."""
+
+    def __init__(
+        self, url: str, balancing: str, max_message: int, families: Families | None
+    ) -> None:
+        self.peer = peer_of(url)
+        address = url.removeprefix("grpc://")
+        options: list[tuple[str, str | int]] = [
+            ("grpc.max_send_message_length", max_message),
+            ("grpc.max_receive_message_length", max_message),
+        ]
+        if balancing == "round_robin":
+            # The dns resolver returns every address of the name (each replica compose runs);
+            # round_robin keeps a connection to each and spreads calls over them.
+            address = f"dns:///{address}"
+            options.append(("grpc.lb_policy_name", "round_robin"))
+        self.channel = grpc.aio.insecure_channel(address, options=options)
+        self.stub = pb_grpc.WireLabStub(self.channel)
+        self.measured = Outgoing(families, "grpc", self.peer)
+
+    async def order(self, request: pb.OrderRequest, timeout: float) -> pb.OrderReply:
+        sent = request.ByteSize()
+        started = time.perf_counter()
+        outcome, received = "failure", None
+        try:
+            # The timeout travels as grpc-timeout: the downstream's deadline is this hop's.
+            reply: pb.OrderReply = await self.stub.ProcessOrder(request, timeout=timeout)
+            received = reply.ByteSize()
+            outcome = "ok"
+        except grpc.aio.AioRpcError as exc:
+            code = exc.code()
+            # UNAVAILABLE on the client means no connection, as Locust's gRPC users count it.
+            outcome = (
+                "connection_error"
+                if code == grpc.StatusCode.UNAVAILABLE
+                else grpc_outcome(code.name)
+            )
+            reason = _REASONS.get(code, "failed")
+            raise DownstreamError(self.peer, reason, f"{code.name} {exc.details()}") from None
+        except asyncio.CancelledError:
+            outcome = "cancelled"
+            raise
+        finally:
+            self.measured.record(outcome, time.perf_counter() - started, sent, received)
+        return reply
+
+    async def close(self) -> None:
+        await self.channel.close(grace=None)
+
+
+def grpc_downstreams(
+    urls: Sequence[str], balancing: str, max_message: int, families: Families | None
+) -> list[GrpcDownstream]:
+    return [GrpcDownstream(url, balancing, max_message, families) for url in urls]
