@@ -1,7 +1,9 @@
 # One place for the lab's commands; the README's two leading commands are `make lab` and `make test`.
 SHELL := /bin/bash
 PYTHON ?= python3
-# `make bench SCENARIO=iit ARGS=--dry-run`, `make report RUN=results/<folder>`.
+# `make bench SCENARIO=iit ARGS=--dry-run`, `make report RUN=results/<folder>`,
+# `make lab TOPOLOGY=a-to-b` (one of topologies/*.yaml; default one-hop).
+TOPOLOGY ?= one-hop
 SCENARIO ?= smoke
 ARGS ?=
 RUN ?=
@@ -32,7 +34,7 @@ test:
 # engine and the compose plugin when missing (as root; otherwise it says what to run). Uses the
 # offline stand-in images (and leaves Grafana out) when no registry answers, or WIRELAB_OFFLINE=1.
 lab:
-	offline/lab-up
+	WIRELAB_TOPOLOGY=$(TOPOLOGY) offline/lab-up
 
 # Stop the lab; its Prometheus/Grafana volumes stay (`docker compose down -v` drops them too).
 lab-down:

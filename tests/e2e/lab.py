@@ -55,9 +55,12 @@ class Lab:
     services: list[str]
 
     @classmethod
-    def create(cls, results: Path) -> Lab:
+    def create(cls, results: Path, topology: str | None = None) -> Lab:
+        """The lab, or with ``topology`` the lab with topologies/<topology>.yaml over it."""
         chosen = choose_images()
         env = {**os.environ, **chosen, **dict.fromkeys(HOST_PORT_VARIABLES, "")}
+        if topology is not None:
+            env["COMPOSE_FILE"] = f"compose.yaml:topologies/{topology}.yaml"
         env |= {
             # One worker is enough for the e2e load and leaves CPU to the rest of the lab.
             "WIRELAB_LOCUST_WORKERS": "1",
@@ -65,7 +68,8 @@ class Lab:
             "WIRELAB_UID": str(os.getuid()),
             "WIRELAB_GID": str(os.getgid()),
         }
-        lab = cls(f"wirelab-e2e-{uuid.uuid4().hex[:8]}", env, results, [])
+        name = "e2e" if topology is None else topology
+        lab = cls(f"wirelab-{name}-{uuid.uuid4().hex[:8]}", env, results, [])
         excluded = set(chosen.get("WIRELAB_EXCLUDE", "").split())
         every = lab.compose("config", "--services", timeout=60).stdout.split()
         lab.services = [s for s in every if s not in excluded]

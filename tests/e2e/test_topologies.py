@@ -1,0 +1,257 @@
+"""Each topology of topologies/ booted in turn (docs/topologies.md): orders through the edge on
+both protocols, every hop's metrics moving, client and server counts agreeing hop by hop, and for
+the cluster the spread over replicas and a replica killed mid-run."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from functools import partial
+
+import grpc
+import httpx
+import pytest
+from wirelab.v1 import wirelab_pb2 as pb
+from wirelab.v1 import wirelab_pb2_grpc as pb_grpc
+
+from tests.config.queries import REPO
+from tests.e2e.engine import EngineUnavailable, docker_engine, in_ci
+from tests.e2e.lab import Lab, wait_for
+from tests.e2e.prom import Prometheus
+
+pytestmark = pytest.mark.topology
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What a topology wires per protocol: (peer the edge calls, service that answers) pairs,
+    the extra services to start, and the work per order that keeps a run short."""
+
+    hops: dict[str, tuple[tuple[str, str], ...]]
+    extra: tuple[str, ...] = ()
+    work_ms: int = 10
+
+
+SHAPES = {
+    "a-to-b": Shape({"rest": (("rest-b", "rest-b"),), "grpc": (("grpc-b", "grpc-b"),)}),
+    "order-chain": Shape(
+        {
+            p: tuple((f"{p}-{s}", f"{p}-{s}") for s in ("product", "customer", "shipping"))
+            for p in ("rest", "grpc")
+        },
+        work_ms=5,
+    ),
+    "cluster": Shape({"rest": (("lb", "rest-b"),), "grpc": (("lb", "grpc-b"),)}, extra=("lb",)),
+}
+ORDERS = 60  # per protocol and topology: a few seconds of load, bounded by count
+CALL_TIMEOUT = 10.0
+
+
+def _topologies() -> list[str]:
+    return sorted(p.stem for p in (REPO / "topologies").glob("*.yaml"))
+
+
+def test_every_topology_file_is_tested() -> None:
+    assert set(_topologies()) == set(SHAPES)
+
+
+@dataclass
+class Running:
+    name: str
+    shape: Shape
+    lab: Lab
+    prometheus: Prometheus
+    rest_url: str
+    grpc_target: str
+
+
+@pytest.fixture(scope="module")
+def engine() -> Iterator[None]:
+    try:
+        with docker_engine():
+            yield
+    except EngineUnavailable as why:
+        if in_ci():
+            pytest.fail(f"topology tests must run in CI, but: {why}")
+        pytest.skip(f"topology tests skipped: {why}")
+
+
+@pytest.fixture(scope="module", params=sorted(SHAPES))
+def topology(
+    request: pytest.FixtureRequest, engine: None, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Running]:
+    """One topology at a time: its edges, hops and Prometheus (no load generator, dashboards
+    or exporters: the host sends the orders, so the topology has the machine to itself)."""
+    name = str(request.param)
+    shape = SHAPES[name]
+    lab = Lab.create(tmp_path_factory.mktemp(name), topology=name)
+    hops = {service for pairs in shape.hops.values() for _, service in pairs}
+    lab.services = ["rest", "grpc", *sorted(hops), *shape.extra, "prometheus"]
+    try:
+        lab.up()
+        grpc_address = lab.compose("port", "grpc", "50051", timeout=30).stdout.strip()
+        yield Running(
+            name,
+            shape,
+            lab,
+            Prometheus(lab.url("prometheus", 9090)),
+            lab.url("rest", 8000),
+            grpc_address,
+        )
+    except BaseException:
+        print(lab.logs(), file=sys.stderr)
+        raise
+    finally:
+        lab.down()
+        assert not lab.leftovers()
+
+
+def _order(number: int, work_ms: int) -> dict[str, object]:
+    order = {
+        "order_id": f"o-{number}",
+        "items": [{"sku": "s", "quantity": 1, "unit_price_cents": 7}],
+    }
+    return {"order": order, "work_ms": work_ms}
+
+
+def send_orders(running: Running, protocol: str, count: int) -> Counter[str]:
+    """``count`` orders through the edge, 6 at a time; the status of each (200, OK, 502, ...)."""
+    work = running.shape.work_ms
+    if protocol == "rest":
+        with httpx.Client(base_url=running.rest_url, timeout=CALL_TIMEOUT) as client:
+
+            def rest_call(n: int) -> str:
+                try:
+                    return str(client.post("/v1/orders", json=_order(n, work)).status_code)
+                except httpx.HTTPError as exc:
+                    return type(exc).__name__
+
+            with ThreadPoolExecutor(6) as pool:
+                return Counter(pool.map(rest_call, range(count)))
+    with grpc.insecure_channel(running.grpc_target) as channel:
+        stub = pb_grpc.WireLabStub(channel)
+
+        def grpc_call(n: int) -> str:
+            order = pb.Order(
+                order_id=f"o-{n}", items=[pb.LineItem(sku="s", quantity=1, unit_price_cents=7)]
+            )
+            try:
+                stub.ProcessOrder(pb.OrderRequest(order=order, work_ms=work), timeout=CALL_TIMEOUT)
+            except grpc.RpcError as exc:
+                return str(exc.code().name)
+            return "OK"
+
+        with ThreadPoolExecutor(6) as pool:
+            return Counter(pool.map(grpc_call, range(count)))
+
+
+OK = {"rest": "200", "grpc": "OK"}
+
+
+def _settled(prometheus: Prometheus, expr: str, by: str) -> dict[str, float]:
+    """The grouped values of ``expr`` once two reads 3 s apart agree (1 s scrapes)."""
+    last: dict[str, float] = {}
+
+    def stable() -> dict[str, float] | None:
+        nonlocal last
+        now = prometheus.values(expr, by)
+        same = now == last and bool(now)
+        last = now
+        return now if same else None
+
+    return wait_for(f"{expr} to settle", stable, timeout=60, every=3)
+
+
+def test_orders_cross_every_hop_and_counts_agree_hop_by_hop(topology: Running) -> None:
+    prometheus = topology.prometheus
+    for protocol, pairs in topology.shape.hops.items():
+        statuses = send_orders(topology, protocol, ORDERS)
+        assert statuses == Counter({OK[protocol]: ORDERS}), (topology.name, protocol, statuses)
+        edge = _settled(
+            prometheus,
+            f'sum by (service) (wirelab_server_requests_total{{job="{protocol}", kind="unary"}})',
+            "service",
+        )
+        assert edge == {protocol: ORDERS}, edge
+        sent = _settled(
+            prometheus,
+            f'sum by (peer) (wirelab_client_requests_total{{job="{protocol}", outcome="ok"}})',
+            "peer",
+        )
+        served = _settled(
+            prometheus,
+            'sum by (service) (wirelab_server_requests_total{job="hops", kind="unary", '
+            f'protocol="{protocol}", outcome="ok"}})',
+            "service",
+        )
+        for peer, service in pairs:
+            assert sent.get(peer) == ORDERS, (topology.name, peer, sent)
+            assert served.get(service) == ORDERS, (topology.name, service, served)
+
+
+def _per_replica(prometheus: Prometheus, service: str) -> dict[str, float]:
+    expr = f'sum by (instance) (wirelab_server_requests_total{{service="{service}", kind="unary"}})'
+    return prometheus.values(expr, "instance")
+
+
+def test_the_load_balancer_spreads_orders_over_every_replica(topology: Running) -> None:
+    if topology.name != "cluster":
+        pytest.skip("only the cluster topology has replicas (this test runs with it)")
+    for protocol in ("rest", "grpc"):
+        assert send_orders(topology, protocol, ORDERS)[OK[protocol]] == ORDERS
+        service = f"{protocol}-b"
+
+        def three(s: str = service) -> dict[str, float] | None:
+            found = _per_replica(topology.prometheus, s)
+            return found if len(found) == 3 else None
+
+        replicas = wait_for(f"three {service} replicas in Prometheus", three, timeout=30)
+        assert all(count > 0 for count in replicas.values()), (service, replicas)
+
+
+def _kill_one_replica(lab: Lab, service: str) -> str:
+    """SIGKILL the main process of one replica from the host, as a crash would; returns the
+    container, which its restart policy brings back."""
+    container = lab.container(service)
+    pid = subprocess.run(
+        ["docker", "inspect", "-f", "{{.State.Pid}}", container],
+        capture_output=True, text=True, timeout=30, check=True,
+    ).stdout.strip()  # fmt: skip
+    subprocess.run(["kill", "-KILL", pid], check=True, timeout=10)
+    return container
+
+
+def _healthy(container: str) -> bool:
+    state = subprocess.run(
+        ["docker", "inspect", "-f", "{{.State.Health.Status}}", container],
+        capture_output=True, text=True, timeout=30,
+    ).stdout.strip()  # fmt: skip
+    return state == "healthy"
+
+
+def test_a_replica_killed_mid_run_gives_explicit_errors_then_recovers(topology: Running) -> None:
+    if topology.name != "cluster":
+        pytest.skip("only the cluster topology has replicas (this test runs with it)")
+    explicit = {
+        "rest": {"200", "502", "503", "504"},
+        "grpc": {"OK", "UNAVAILABLE", "DEADLINE_EXCEEDED"},
+    }
+    for protocol in ("rest", "grpc"):
+        with ThreadPoolExecutor(1) as background:
+            started = time.monotonic()
+            during = background.submit(send_orders, topology, protocol, 4 * ORDERS)
+            time.sleep(0.5)
+            container = _kill_one_replica(topology.lab, f"{protocol}-b")
+            statuses = during.result(timeout=4 * ORDERS * CALL_TIMEOUT)
+        # Every call ended with an answer: success or an explicit error, never a hang (a hang
+        # would be a client-side timeout) and never a 500/INTERNAL for a downstream's fault.
+        assert set(statuses) <= explicit[protocol], (protocol, statuses)
+        assert time.monotonic() - started < 120
+        wait_for(f"{container} healthy again", partial(_healthy, container), timeout=90, every=2)
+        after = send_orders(topology, protocol, ORDERS)
+        assert after == Counter({OK[protocol]: ORDERS}), (protocol, after)
