@@ -151,6 +151,8 @@ def send_orders(running: Running, protocol: str, count: int) -> Counter[str]:
 
 
 OK = {"rest": "200", "grpc": "OK"}
+# The replicas' tests run on the cluster topology's instance of the module fixture.
+CLUSTER_ONLY = pytest.mark.parametrize("topology", ["cluster"], indirect=True)
 
 
 def _settled(prometheus: Prometheus, expr: str, by: str) -> dict[str, float]:
@@ -199,9 +201,8 @@ def _per_replica(prometheus: Prometheus, service: str) -> dict[str, float]:
     return prometheus.values(expr, "instance")
 
 
+@CLUSTER_ONLY
 def test_the_load_balancer_spreads_orders_over_every_replica(topology: Running) -> None:
-    if topology.name != "cluster":
-        pytest.skip("only the cluster topology has replicas (this test runs with it)")
     for protocol in ("rest", "grpc"):
         assert send_orders(topology, protocol, ORDERS)[OK[protocol]] == ORDERS
         service = f"{protocol}-b"
@@ -234,9 +235,8 @@ def _healthy(container: str) -> bool:
     return state == "healthy"
 
 
+@CLUSTER_ONLY
 def test_a_replica_killed_mid_run_gives_explicit_errors_then_recovers(topology: Running) -> None:
-    if topology.name != "cluster":
-        pytest.skip("only the cluster topology has replicas (this test runs with it)")
     explicit = {
         "rest": {"200", "502", "503", "504"},
         "grpc": {"OK", "UNAVAILABLE", "DEADLINE_EXCEEDED"},
