@@ -1,0 +1,65 @@
+"""prometheus.yml labels every wirelab target with its `service` and finds every topology's hops."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+from tests.config.queries import REPO
+
+CONFIG = REPO / "prometheus" / "prometheus.yml"
+TOPOLOGIES = REPO / "topologies"
+
+
+class _ComposeLoader(yaml.SafeLoader):
+    """Compose files' own tags (`!reset`, `!override`) read as the value they tag."""
+
+
+def _tagged(loader: yaml.SafeLoader, _: str, node: yaml.Node) -> Any:
+    if isinstance(node, yaml.SequenceNode):
+        return loader.construct_sequence(node)
+    if isinstance(node, yaml.MappingNode):
+        return loader.construct_mapping(node)
+    return loader.construct_scalar(node)  # type: ignore[arg-type]
+
+
+_ComposeLoader.add_multi_constructor("!", _tagged)
+
+
+def _jobs() -> dict[str, dict[str, Any]]:
+    config = yaml.safe_load(CONFIG.read_text())
+    return {job["job_name"]: job for job in config["scrape_configs"]}
+
+
+def _hop_services() -> set[str]:
+    """Services of topologies/*.yaml that are the lab's own service image: a hop (`extends`
+    rest or grpc), not an edge (rest and grpc themselves) nor a balancer (its own image)."""
+    found: set[str] = set()
+    for path in sorted(TOPOLOGIES.glob("*.yaml")):
+        services: dict[str, Any] = yaml.load(path.read_text(), _ComposeLoader)["services"]
+        for name, service in services.items():
+            if (service.get("extends") or {}).get("service") in {"rest", "grpc"}:
+                found.add(name)
+    return found
+
+
+def test_edges_and_locust_carry_their_service_label() -> None:
+    jobs = _jobs()
+    for job, service in (("rest", "rest"), ("grpc", "grpc"), ("locust", "locust")):
+        (static,) = jobs[job]["static_configs"]
+        assert static["labels"] == {"service": service}, job
+
+
+def test_the_hops_job_finds_every_topologys_hops_by_dns_one_target_per_replica() -> None:
+    hops = _jobs()["hops"]
+    (dns,) = hops["dns_sd_configs"]
+    # Type A: every replica's address is a target (instance = address:port, one series each).
+    assert (dns["type"], dns["port"]) == ("A", 9100)
+    assert _hop_services(), "no hop services in topologies/: the check would pass vacuously"
+    assert set(dns["names"]) == _hop_services()
+    assert hops["relabel_configs"] == [
+        {"source_labels": ["__meta_dns_name"], "target_label": "service"}
+    ]
+    # Scraped like the edges: a hop's figures sit beside its caller's on the same 1 s grid.
+    assert (hops["scrape_interval"], _jobs()["rest"]["scrape_interval"]) == ("1s", "1s")
