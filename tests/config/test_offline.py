@@ -21,15 +21,16 @@ NO_ENGINE = "Cannot connect to the Docker daemon at unix:///var/run/docker.sock.
 NO_REGISTRY = 'Error response from daemon: Get "https://registry-1.docker.io/v2/": no such host'
 # `docker` as each test needs it: `info` answers, or prints $FAKE_INFO_ERROR until a (fake)
 # dockerd has created the file $FAKE_ENGINE; `pull` and
-# `image inspect` of upstream images fail (the stand-ins are "present"); `compose config` is the
-# real plugin, other compose calls succeed; every call is logged to $FAKE_LOG.
+# `image inspect` of upstream images fail (the stand-ins, or those matching $FAKE_PRESENT, are
+# "present"); `compose config` is the real plugin, other compose calls and `build` succeed; every
+# call is logged to $FAKE_LOG.
 FAKE_DOCKER = """#!/usr/bin/env bash
 echo "$*" >>"$FAKE_LOG"
 case "$1 ${2:-}" in
     "info "*) [[ -z "${FAKE_INFO_ERROR:-}" || -e "${FAKE_ENGINE:-/nonexistent}" ]] \
         || { echo "$FAKE_INFO_ERROR" >&2; exit 1; } ;;
     "pull "*) echo "$FAKE_PULL_ERROR" >&2; exit 1 ;;
-    "image inspect") [[ "$3" == wirelab/* ]] ;;
+    "image inspect") [[ "$3" == ${FAKE_PRESENT:-wirelab/*} ]] ;;
     "compose "*) [[ " $* " == *" config "* ]] && exec "$REAL_DOCKER" "$@"; exit 0 ;;
 esac
 """
@@ -108,6 +109,52 @@ def test_without_a_registry_the_choice_names_the_registry(fake: dict[str, str]) 
     assert "offline stand-ins: no registry answers (prom/prometheus:" in done.stderr
     assert NO_REGISTRY in done.stderr
     assert any(c.startswith("pull ") for c in docker_calls(fake))
+
+
+def _stand_ins() -> dict[str, str]:
+    lines = (OFFLINE / "stand-ins.env").read_text().splitlines()
+    return dict(line.split("=", 1) for line in lines if re.match(r"[A-Z_]+=", line))
+
+
+def test_every_image_the_lab_and_its_topologies_pin_has_a_stand_in(fake: dict[str, str]) -> None:
+    """A topology's new image (nginx for the cluster) must run offline too; Grafana alone has no
+    Debian package and is left out offline (offline/env)."""
+    files = [REPO / "compose.yaml", *sorted((REPO / "topologies").glob("*.yaml"))]
+    pinned = {v for f in files for v in re.findall(r"\$\{(\w+_IMAGE):-", f.read_text())}
+    assert "NGINX_IMAGE" in pinned
+    assert pinned - {"GRAFANA_IMAGE"} <= set(_stand_ins()), pinned - set(_stand_ins())
+    done, _ = run({**fake, "WIRELAB_OFFLINE": "1"}, "env")
+    assert done.returncode == 0, done.stderr
+    chosen = set(done.stdout.splitlines())
+    assert {f"{k}={v}" for k, v in _stand_ins().items()} <= chosen, done.stdout
+
+
+def test_build_images_builds_every_stand_in_from_its_dockerfile(fake: dict[str, str]) -> None:
+    """Only the python base is "present": every other stand-in is built, on that base, from a
+    Dockerfile that exists."""
+    stand_ins = _stand_ins()
+    done, _ = run({**fake, "FAKE_PRESENT": stand_ins["PYTHON_IMAGE"]}, "build-images")
+    assert done.returncode == 0, done.stderr
+    builds = {}
+    for call in docker_calls(fake):
+        if call.startswith("build "):
+            args = call.split()
+            builds[args[args.index("-t") + 1]] = args
+    wanted = {tag for key, tag in stand_ins.items() if key != "PYTHON_IMAGE"}
+    assert set(builds) == wanted, docker_calls(fake)
+    for args in builds.values():
+        assert f"BASE={stand_ins['PYTHON_IMAGE']}" in args
+        assert Path(args[args.index("-f") + 1]).is_file(), args
+
+
+def test_the_nginx_stand_in_runs_nginx_in_the_foreground_without_root() -> None:
+    """As the official image runs it (CMD `nginx -g "daemon off;"`, graceful SIGQUIT), so
+    compose sees nginx's own exit; as www-data, which topologies/nginx.conf allows."""
+    lines = (OFFLINE / "nginx.Dockerfile").read_text().splitlines()
+    assert 'CMD ["nginx", "-g", "daemon off;"]' in lines
+    assert "STOPSIGNAL SIGQUIT" in lines
+    users = [line.split()[1] for line in lines if line.startswith("USER ")]
+    assert users and users[-1] not in {"root", "0"}, users
 
 
 def test_a_forced_choice_names_its_knob(fake: dict[str, str]) -> None:
