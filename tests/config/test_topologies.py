@@ -1,0 +1,204 @@
+"""The cluster topology without a Docker engine: compose.yaml + topologies/cluster.yaml as compose
+resolves them (replicas behind `lb`, nothing new published, the edges pointed at lb, lb started
+after every replica is healthy) and topologies/nginx.conf as the stand-in's nginx reads it."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+from wirelab.core import Limits
+
+from tests.config.queries import REPO
+
+CLUSTER = REPO / "topologies" / "cluster.yaml"
+NGINX_CONF = REPO / "topologies" / "nginx.conf"
+REPLICAS = ("rest-b", "grpc-b")
+HEALTHY = {"condition": "service_healthy", "required": True}
+_UPSTREAM_SERVER = re.compile(r"^\s*server\s+([\w.-]+):(\d+)\s*;", re.MULTILINE)
+_LISTEN = re.compile(r"^\s*listen\s+(\d+)\b", re.MULTILINE)
+
+
+def resolved(*files: str, **env: str) -> dict[str, Any]:
+    """`compose config` of ``files`` with only ``env`` set of the knobs: no WIRELAB_* or image
+    variable of the caller's shell leaks into what the defaults are checked against."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("WIRELAB_", "COMPOSE_"))}
+    clean = {k: v for k, v in clean.items() if not k.endswith("_IMAGE")}
+    args = [a for f in files for a in ("-f", f)]
+    done = subprocess.run(
+        [str(REPO / "offline" / "compose"), *args, "config", "--format", "json"],
+        cwd=REPO, env={**clean, **env}, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    parsed: dict[str, Any] = json.loads(done.stdout)
+    return parsed
+
+
+@pytest.fixture(scope="module")
+def cluster() -> dict[str, Any]:
+    services: dict[str, Any] = resolved("compose.yaml", "topologies/cluster.yaml")["services"]
+    return services
+
+
+def _seconds(value: str) -> float:
+    number, unit = re.fullmatch(r"(\d+)(ms|s|m)?", value).groups()  # type: ignore[union-attr]
+    return int(number) * {"ms": 0.001, "s": 1, "m": 60, None: 1}[unit]
+
+
+def _size(value: str) -> int:
+    number, unit = re.fullmatch(r"(\d+)([kKmMgG])?", value).groups()  # type: ignore[union-attr]
+    scale: int = {"k": 1024, "m": 1024**2, "g": 1024**3}.get((unit or "").lower(), 1)
+    return int(number) * scale
+
+
+def _directive(name: str) -> list[str]:
+    return re.findall(rf"^\s*{name}\s+(\S+);", NGINX_CONF.read_text(), re.MULTILINE)
+
+
+def test_the_replicas_default_to_three_and_follow_wirelab_replicas(
+    cluster: dict[str, Any],
+) -> None:
+    assert {s: cluster[s]["deploy"]["replicas"] for s in REPLICAS} == dict.fromkeys(REPLICAS, 3)
+    five = resolved("compose.yaml", "topologies/cluster.yaml", WIRELAB_REPLICAS="5")["services"]
+    assert {s: five[s]["deploy"]["replicas"] for s in REPLICAS} == dict.fromkeys(REPLICAS, 5)
+
+
+def test_the_replicas_are_the_lab_services_with_modest_memory(cluster: dict[str, Any]) -> None:
+    """Six replicas at the lab's 2 GiB each would promise more than the machine has."""
+    for replica, lab in zip(REPLICAS, ("rest", "grpc"), strict=True):
+        assert cluster[replica]["image"] == cluster[lab]["image"]
+        assert cluster[replica]["healthcheck"] == cluster[lab]["healthcheck"]
+        assert "WIRELAB_DOWNSTREAM" not in cluster[replica]["environment"]
+        assert int(cluster[replica]["mem_limit"]) == 512 * 1024**2
+
+
+def test_the_cluster_publishes_nothing_the_lab_does_not(cluster: dict[str, Any]) -> None:
+    def published(services: dict[str, Any]) -> set[tuple[str, str, str, int]]:
+        return {
+            (name, p.get("host_ip", ""), p.get("published", ""), p["target"])
+            for name, service in services.items()
+            for p in service.get("ports", [])
+        }
+
+    assert published(cluster) == published(resolved("compose.yaml")["services"])
+    assert not any(cluster[s].get("ports") for s in (*REPLICAS, "lb"))
+
+
+def test_lb_starts_after_every_replica_is_healthy_and_the_edges_after_lb(
+    cluster: dict[str, Any],
+) -> None:
+    """nginx resolves rest-b and grpc-b once, at start: a replica not up by then gets no call."""
+    assert cluster["lb"]["depends_on"] == dict.fromkeys(REPLICAS, HEALTHY)
+    assert cluster["lb"]["healthcheck"]["test"][0] == "CMD"
+    for edge in ("rest", "grpc"):
+        assert cluster[edge]["depends_on"] == {"lb": HEALTHY}, edge
+
+
+def test_the_edges_relay_every_order_to_lb_by_default(cluster: dict[str, Any]) -> None:
+    rest, grpc = cluster["rest"]["environment"], cluster["grpc"]["environment"]
+    assert rest["WIRELAB_DOWNSTREAM"] == "http://lb:8000"
+    assert grpc["WIRELAB_DOWNSTREAM"] == "grpc://lb:50051"
+    assert grpc["WIRELAB_GRPC_BALANCING"] == "pick_first"
+    assert rest["WIRELAB_LOCAL_WORK"] == grpc["WIRELAB_LOCAL_WORK"] == "off"
+
+
+def test_the_client_side_arm_sends_grpc_straight_to_the_replicas() -> None:
+    services = resolved(
+        "compose.yaml", "topologies/cluster.yaml",
+        WIRELAB_CLUSTER_GRPC_DOWNSTREAM="grpc://grpc-b:50051", WIRELAB_GRPC_BALANCING="round_robin",
+    )["services"]  # fmt: skip
+    grpc = services["grpc"]["environment"]
+    assert grpc["WIRELAB_DOWNSTREAM"] == "grpc://grpc-b:50051"
+    assert grpc["WIRELAB_GRPC_BALANCING"] == "round_robin"
+    assert services["rest"]["environment"]["WIRELAB_DOWNSTREAM"] == "http://lb:8000"
+
+
+def test_lb_runs_the_pinned_nginx_or_the_stand_in_with_the_config_read_only(
+    cluster: dict[str, Any],
+) -> None:
+    assert re.fullmatch(r"nginx:\d+\.\d+\.\d+(-\w+)?", cluster["lb"]["image"])
+    stand_in = resolved(
+        "compose.yaml", "topologies/cluster.yaml", NGINX_IMAGE="wirelab/nginx:bookworm"
+    )["services"]["lb"]
+    assert stand_in["image"] == "wirelab/nginx:bookworm"
+    mounts = [(v["source"], v["target"], v.get("read_only")) for v in cluster["lb"]["volumes"]]
+    assert mounts == [(str(NGINX_CONF), "/etc/nginx/nginx.conf", True)]
+
+
+def test_nginx_sends_to_the_replicas_on_the_ports_the_edges_call(
+    cluster: dict[str, Any],
+) -> None:
+    """The upstreams are the replica services on their container ports; lb listens where the
+    edges' downstream URLs and its own healthcheck point."""
+    text = NGINX_CONF.read_text()
+    upstreams = {(host, int(port)) for host, port in _UPSTREAM_SERVER.findall(text)}
+    ports = {"rest-b": 8000, "grpc-b": 50051}  # the lab services' container ports
+    assert upstreams == set(ports.items())
+    assert all(host in cluster for host, _ in upstreams)
+    listens = {int(p) for p in _LISTEN.findall(text)}
+    for edge in ("rest", "grpc"):
+        url = urlsplit(cluster[edge]["environment"]["WIRELAB_DOWNSTREAM"])
+        assert url.hostname == "lb" and url.port in listens, (edge, url)
+    check = " ".join(cluster["lb"]["healthcheck"]["test"])
+    health = re.search(r"/dev/tcp/127\.0\.0\.1/(\d+)", check)
+    assert health and int(health.group(1)) in listens - {8000, 50051}, check
+
+
+def test_nginx_passes_the_largest_body_and_the_slowest_order() -> None:
+    limits = Limits()
+    # rest/routes.py: a JSON blob upload is base64 (4/3) of the blob plus 1 KiB of JSON.
+    json_body = (limits.max_payload_bytes + 2) // 3 * 4 + 1024
+    (body,) = _directive("client_max_body_size")
+    assert _size(body) >= json_body
+    assert _directive("proxy_request_buffering") == ["off"]
+    for timeout in ("proxy_read_timeout", "proxy_send_timeout", "grpc_read_timeout",
+                    "grpc_send_timeout"):  # fmt: skip
+        (value,) = _directive(timeout)
+        assert _seconds(value) > limits.max_work_ms / 1000, timeout
+
+
+@pytest.fixture(scope="module")
+def nginx() -> Path:
+    """Debian bookworm's nginx, the binary the offline stand-in runs, unpacked and not installed:
+    installing the package starts a server on :80."""
+    done = subprocess.run(
+        [str(REPO / "offline" / "deb-tool"), "nginx", "usr/sbin/nginx"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    if done.returncode != 0:
+        pytest.fail(f"nginx -t needs Debian's nginx package (apt-get download): {done.stderr}")
+    return Path(done.stdout.strip())
+
+
+def nginx_test(nginx: Path, text: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    conf = tmp_path / "nginx.conf"
+    # Temp paths and pid land in tmp_path: the check writes nothing outside it.
+    conf.write_text(text.replace("/tmp/", f"{tmp_path}/"))
+    return subprocess.run(
+        [str(nginx), "-t", "-c", str(conf)], capture_output=True, text=True, timeout=30
+    )
+
+
+def test_nginx_accepts_the_config_with_the_replicas_resolvable(nginx: Path, tmp_path: Path) -> None:
+    """nginx resolves upstream names while parsing, so outside compose's network the check runs on
+    a copy whose upstream servers are loopback addresses; all else is the file as mounted."""
+    text, swapped = _UPSTREAM_SERVER.subn(
+        lambda m: m.group(0).replace(m.group(1), "127.0.0.1"), NGINX_CONF.read_text()
+    )
+    assert swapped == 2
+    done = nginx_test(nginx, text, tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "test is successful" in done.stderr
+
+
+def test_nginx_refuses_to_start_before_the_replicas_resolve(nginx: Path, tmp_path: Path) -> None:
+    """Why lb waits for healthy replicas: unresolvable, the names stop nginx at start."""
+    done = nginx_test(nginx, NGINX_CONF.read_text(), tmp_path)
+    assert done.returncode == 1
+    assert 'host not found in upstream "rest-b:8000"' in done.stderr
