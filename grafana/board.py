@@ -12,6 +12,11 @@ KINDS = list(ALL_KINDS)
 STREAMS = [k for k in KINDS if k in STREAM_KINDS]
 KIND = 'kind=~"$kind"'
 SERVICES = 'service=~"rest|grpc"'
+# Raw selectors that mean "the edge the load generator calls" and "the load generator": a
+# topology's hops (job hops) and the edges' own outgoing calls (client families under jobs rest
+# and grpc) are the Topology dashboard's.
+EDGE = 'job=~"rest|grpc"'
+LOCUST = 'job="locust"'
 QUANTILES = (("0.5", "p50"), ("0.95", "p95"), ("0.99", "p99"))
 SERVER_LATENCY = (
     "protocol_kind_quantile:wirelab_server_request_duration_seconds:histogram_quantile_rate30s"

@@ -7,6 +7,7 @@ from grafana.board import (
     INTERVALS,
     KIND,
     KINDS,
+    LOCUST,
     Dashboard,
     custom_variable,
     interval_variable,
@@ -119,7 +120,7 @@ def load_generator() -> Dashboard:
             [
                 Q(
                     "sum by (protocol, outcome) (rate(wirelab_client_requests_total"
-                    f'{{outcome!="ok", {KIND}}}[$interval]))',
+                    f'{{{LOCUST}, outcome!="ok", {KIND}}}[$interval]))',
                     "{{protocol}} {{outcome}}",
                 )
             ],
@@ -164,7 +165,7 @@ def load_generator() -> Dashboard:
             [
                 Q(
                     "sum by (protocol, kind, outcome) (increase(wirelab_client_requests_total"
-                    f'{{outcome!="ok", {KIND}}}[$__range]))',
+                    f'{{{LOCUST}, outcome!="ok", {KIND}}}[$__range]))',
                     "failed calls",
                 )
             ],

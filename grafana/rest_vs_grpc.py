@@ -5,6 +5,7 @@ from __future__ import annotations
 from grafana.board import (
     CLIENT_LATENCY,
     CLIENT_TTFM,
+    EDGE,
     KIND,
     KINDS,
     SERVER_LATENCY,
@@ -182,14 +183,14 @@ def rest_vs_grpc() -> Dashboard:
             "Server-side call durations per bucket of "
             "wirelab_server_request_duration_seconds (calls per second in each bucket).",
             "sum by (le) (rate(wirelab_server_request_duration_seconds_bucket"
-            f'{{protocol="rest", {KIND}}}[$__rate_interval]))',
+            f'{{{EDGE}, protocol="rest", {KIND}}}[$__rate_interval]))',
         ),
         heatmap(
             "gRPC latency distribution",
             "Server-side call durations per bucket of "
             "wirelab_server_request_duration_seconds (calls per second in each bucket).",
             "sum by (le) (rate(wirelab_server_request_duration_seconds_bucket"
-            f'{{protocol="grpc", {KIND}}}[$__rate_interval]))',
+            f'{{{EDGE}, protocol="grpc", {KIND}}}[$__rate_interval]))',
         ),
     )
     stream = 'kind=~"$stream_kind"'

@@ -47,38 +47,42 @@ class Export:
 
 
 _PK = ("protocol", "kind")
+# The edges Locust calls (jobs rest and grpc) and Locust itself: never a topology's hops (job
+# hops) nor an edge's own outgoing calls (client families on the edge's /metrics). A direct
+# scrape labels its samples with the same jobs (scrape.py), so both sources select alike.
 _SERVERS = (("job", "=~", "rest|grpc"),)
+_LOCUST = (("job", "=", "locust"),)
 _CONTAINERS = ((SERVICE_LABEL, "!=", ""),)
 
 EXPORTS: dict[str, Export] = {
-    # Server side (both services, job rest and grpc).
-    "server_requests": Export("wirelab_server_requests_total", (*_PK, "outcome")),
+    # Server side: the two edges (jobs rest and grpc).
+    "server_requests": Export("wirelab_server_requests_total", (*_PK, "outcome"), _SERVERS),
     "server_duration_bucket": Export(
-        "wirelab_server_request_duration_seconds_bucket", (*_PK, "le")
+        "wirelab_server_request_duration_seconds_bucket", (*_PK, "le"), _SERVERS
     ),
     "server_ttfm_bucket": Export(
-        "wirelab_server_time_to_first_message_seconds_bucket", (*_PK, "le")
+        "wirelab_server_time_to_first_message_seconds_bucket", (*_PK, "le"), _SERVERS
     ),
-    "server_request_bytes_sum": Export("wirelab_server_request_bytes_sum", _PK),
-    "server_request_bytes_count": Export("wirelab_server_request_bytes_count", _PK),
-    "server_response_bytes_sum": Export("wirelab_server_response_bytes_sum", _PK),
-    "server_response_bytes_count": Export("wirelab_server_response_bytes_count", _PK),
-    "server_messages_sent": Export("wirelab_server_messages_sent_total", _PK),
-    "server_messages_received": Export("wirelab_server_messages_received_total", _PK),
-    "server_in_flight": Export("wirelab_server_requests_in_flight", _PK),
+    "server_request_bytes_sum": Export("wirelab_server_request_bytes_sum", _PK, _SERVERS),
+    "server_request_bytes_count": Export("wirelab_server_request_bytes_count", _PK, _SERVERS),
+    "server_response_bytes_sum": Export("wirelab_server_response_bytes_sum", _PK, _SERVERS),
+    "server_response_bytes_count": Export("wirelab_server_response_bytes_count", _PK, _SERVERS),
+    "server_messages_sent": Export("wirelab_server_messages_sent_total", _PK, _SERVERS),
+    "server_messages_received": Export("wirelab_server_messages_received_total", _PK, _SERVERS),
+    "server_in_flight": Export("wirelab_server_requests_in_flight", _PK, _SERVERS),
     "server_cpu_seconds": Export("process_cpu_seconds_total", ("job",), _SERVERS),
     "server_resident_memory": Export("process_resident_memory_bytes", ("job",), _SERVERS),
-    # Client side (the Locust exporter).
-    "client_requests": Export("wirelab_client_requests_total", (*_PK, "outcome")),
+    # Client side: Locust (job locust).
+    "client_requests": Export("wirelab_client_requests_total", (*_PK, "outcome"), _LOCUST),
     "client_duration_bucket": Export(
-        "wirelab_client_request_duration_seconds_bucket", (*_PK, "le")
+        "wirelab_client_request_duration_seconds_bucket", (*_PK, "le"), _LOCUST
     ),
     "client_ttfm_bucket": Export(
-        "wirelab_client_time_to_first_message_seconds_bucket", (*_PK, "le")
+        "wirelab_client_time_to_first_message_seconds_bucket", (*_PK, "le"), _LOCUST
     ),
-    "client_request_bytes_sum": Export("wirelab_client_request_bytes_sum", _PK),
-    "client_response_bytes_sum": Export("wirelab_client_response_bytes_sum", _PK),
-    "client_messages_received": Export("wirelab_client_messages_received_total", _PK),
+    "client_request_bytes_sum": Export("wirelab_client_request_bytes_sum", _PK, _LOCUST),
+    "client_response_bytes_sum": Export("wirelab_client_response_bytes_sum", _PK, _LOCUST),
+    "client_messages_received": Export("wirelab_client_messages_received_total", _PK, _LOCUST),
     "client_users": Export("wirelab_client_users", (), agg="max"),
     "client_cpu_ratio": Export("wirelab_client_cpu_usage_ratio", ("instance_name",), agg="max"),
     "client_saturated": Export("wirelab_client_saturated", ("instance_name",), agg="max"),

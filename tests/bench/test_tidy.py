@@ -58,15 +58,10 @@ def test_row_from_server_metrics_window(tmp_path: Path) -> None:
 
 
 def test_client_side_preferred_for_rates_and_p99_gate(tmp_path: Path) -> None:
-    samples = [
-        (
-            "wirelab_client_requests_total",
-            {"protocol": "grpc", "kind": "download", "call": "Download", "outcome": "ok"},
-            40.0,
-        ),
-    ]
+    locust = {"job": "locust", "protocol": "grpc", "kind": "download", "call": "Download"}
+    samples = [("wirelab_client_requests_total", {**locust, "outcome": "ok"}, 40.0)]
     for le, count in (("0.01", 0.0), ("0.5", 10.0), ("+Inf", 40.0)):
-        labels = {"protocol": "grpc", "kind": "download", "call": "Download", "outcome": "ok"}
+        labels = {**locust, "outcome": "ok"}
         samples.append(
             ("wirelab_client_request_duration_seconds_bucket", {**labels, "le": le}, count)
         )
@@ -84,6 +79,32 @@ def test_export_queries_are_the_exports() -> None:
     assert EXPORT_QUERIES["server_cpu_seconds"] == (
         'sum by (job) (process_cpu_seconds_total{job=~"rest|grpc"})'
     )
+    assert EXPORT_QUERIES["server_requests"] == (
+        'sum by (protocol, kind, outcome) (wirelab_server_requests_total{job=~"rest|grpc"})'
+    )
+    assert EXPORT_QUERIES["client_requests"] == (
+        'sum by (protocol, kind, outcome) (wirelab_client_requests_total{job="locust"})'
+    )
+
+
+def test_exports_read_the_edge_and_locust_not_a_topologys_hops() -> None:
+    # In a topology the hops serve the same calls again (job hops) and the edge's own outgoing
+    # calls use the client families (job rest): counted, a run would report twice its orders.
+    unary = {"protocol": "rest", "kind": "unary", "outcome": "ok"}
+    served = ("wirelab_server_requests_total", {**unary, "code": "200"})
+    sent = ("wirelab_client_requests_total", {**unary, "call": "ProcessOrder"})
+    snap = aggregate(
+        [
+            (served[0], {**served[1], "job": "rest", "service": "rest"}, 10.0),
+            (served[0], {**served[1], "job": "hops", "service": "rest-b"}, 10.0),
+            (sent[0], {**sent[1], "job": "locust", "peer": "rest"}, 10.0),
+            (sent[0], {**sent[1], "job": "rest", "peer": "rest-b"}, 10.0),
+        ]
+    )
+    assert snap == {
+        key("server_requests", unary): 10.0,
+        key("client_requests", unary): 10.0,
+    }
 
 
 def test_tables_written_and_folders_never_reused(tmp_path: Path) -> None:
@@ -103,7 +124,8 @@ def test_container_columns_unknown_when_no_cadvisor_scrape_fell_in_the_window(
     svc = {"container_label_com_docker_compose_service": "grpc"}
     server = aggregate(
         [("wirelab_server_requests_total",
-          {"protocol": "grpc", "kind": "unary", "outcome": "ok", "code": "OK"}, 100.0)]
+          {"job": "grpc", "protocol": "grpc", "kind": "unary", "outcome": "ok", "code": "OK"},
+          100.0)]
     )  # fmt: skip
     memory = {key("container_memory", svc): 5e7}
     moved = {
