@@ -11,12 +11,14 @@ from grafana.board import Dashboard
 from grafana.containers_host import containers_host
 from grafana.load_generator import load_generator
 from grafana.rest_vs_grpc import rest_vs_grpc
+from grafana.topology import topology
 
 OUT = Path(__file__).resolve().parent / "dashboards"
 DASHBOARDS: dict[str, Callable[[], Dashboard]] = {
     "rest-vs-grpc.json": rest_vs_grpc,
     "containers-host.json": containers_host,
     "load-generator.json": load_generator,
+    "topology.json": topology,
 }
 
 

@@ -76,10 +76,12 @@ def timeseries(
     exporter: bool = False,
     threshold: float | None = None,
     stack: bool = False,
+    overrides: list[Json] | None = None,
     w: int = 8,
     h: int = 8,
 ) -> Json:
-    """A line chart; ``threshold`` draws a red line and area above it (a warning level)."""
+    """A line chart; ``threshold`` draws a red line and area above it (a warning level);
+    ``overrides`` come after the protocol colours and line styles, so they win."""
     steps: list[tuple[float | None, str]] = [(None, "green")]
     if threshold is not None:
         steps.append((threshold, "red"))
@@ -102,7 +104,7 @@ def timeseries(
             "custom": custom,
             "thresholds": _thresholds(steps),
         },
-        "overrides": _STYLE_OVERRIDES,
+        "overrides": _STYLE_OVERRIDES + (overrides or []),
     }
     panel["options"] = {
         "legend": {"displayMode": "table", "placement": "bottom", "showLegend": True,

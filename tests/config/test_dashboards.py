@@ -16,8 +16,13 @@ from tests.config.queries import REPO
 GRAFANA = REPO / "grafana"
 DASHBOARDS = GRAFANA / "dashboards"
 PROVISIONING = GRAFANA / "provisioning"
-# SPEC: the three dashboard uids others link to.
-UIDS = {"wirelab-rest-vs-grpc", "wirelab-containers-host", "wirelab-load-generator"}
+# SPEC: the dashboard uids others link to.
+UIDS = {
+    "wirelab-rest-vs-grpc",
+    "wirelab-containers-host",
+    "wirelab-load-generator",
+    "wirelab-topology",
+}
 CURRENT_PANELS = {"timeseries", "stat", "table", "heatmap", "text", "row"}
 # Where compose mounts grafana/dashboards (docs/observability.md; checked in test_compose).
 MOUNT = "/var/lib/grafana/dashboards"

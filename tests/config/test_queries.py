@@ -33,6 +33,7 @@ def test_every_source_contributes() -> None:
         "grafana/dashboards/rest-vs-grpc.json",
         "grafana/dashboards/containers-host.json",
         "grafana/dashboards/load-generator.json",
+        "grafana/dashboards/topology.json",
         "prometheus/rules/wirelab.rules.yml",
         "prometheus/rules/wirelab.alerts.yml",
     ):

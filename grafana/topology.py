@@ -1,0 +1,186 @@
+"""Dashboard wirelab-topology: an order's path hop by hop, REST (left) and gRPC (right)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from wirelab.contract import PROTOCOLS
+
+from grafana.board import INTERVALS, QUANTILES, Dashboard, interval_variable, quantiles
+from grafana.panels import Json, Q, row, text, timeseries
+
+SERVER_LATENCY = (
+    "protocol_service_quantile:wirelab_server_request_duration_seconds:histogram_quantile_rate30s"
+)
+CLIENT_LATENCY = (
+    "protocol_service_peer_quantile:wirelab_client_request_duration_seconds"
+    ":histogram_quantile_rate30s"
+)
+TRANSPORT = "protocol_service_peer:wirelab_hop_transport_seconds:mean30s"
+
+
+def _role(pattern: str, colour: str) -> Json:
+    return {
+        "matcher": {"id": "byRegexp", "options": f"^({pattern})( .*)?$"},
+        "properties": [{"id": "color", "value": {"mode": "fixed", "fixedColor": colour}}],
+    }
+
+
+# Legends start with the service (or the peer) a line is about. The edge keeps its protocol's
+# colour (the defaults' ^rest / ^grpc); each hop role has one colour on both sides, so REST's
+# rest-b and gRPC's grpc-b are both green. `lb` (cluster) fronts the b replicas: their colour.
+ROLES = [
+    _role("(rest|grpc)-b|lb", "green"),
+    _role("(rest|grpc)-product", "purple"),
+    _role("(rest|grpc)-customer", "yellow"),
+    _role("(rest|grpc)-shipping", "red"),
+]
+NAMES = {"rest": "REST", "grpc": "gRPC"}
+
+
+def _pair(panel: Callable[[str], Json]) -> list[Json]:
+    """One panel per protocol, side by side: REST on the left, gRPC on the right."""
+    return [panel(p) for p in PROTOCOLS]
+
+
+def _edge_latency(protocol: str) -> Json:
+    client = f'service="locust", peer="{protocol}", protocol="{protocol}"'
+    server = f'service="{protocol}", protocol="{protocol}"'
+    return timeseries(
+        f"End-to-end latency, {NAMES[protocol]}",
+        "Orders (ProcessOrder) p50/p95/p99 over 30 s: as Locust timed them (client, dashed: "
+        "network, the edge and every hop behind it) and inside the edge service (edge: request "
+        "arrival to reply, its downstream calls included).",
+        [
+            *quantiles(CLIENT_LATENCY, client, f"{protocol} client"),
+            *quantiles(SERVER_LATENCY, server, f"{protocol} edge"),
+        ],
+        "s",
+        w=12,
+    )
+
+
+def _failed_orders(protocol: str) -> Json:
+    return timeseries(
+        f"Failed orders/s, {NAMES[protocol]}",
+        "Orders per second Locust counted as failed: a wrong answer or slower than its "
+        "--fail-over-ms (900 ms in the order-chain scenario); protocol:wirelab_client_failed_"
+        "orders:rate30s. Errors the edge returned are under Downstream errors when a hop caused "
+        "them.",
+        [Q(f'protocol:wirelab_client_failed_orders:rate30s{{protocol="{protocol}"}}',
+           f"{protocol} failed orders")],
+        "reqps",
+        w=12,
+        h=6,
+    )  # fmt: skip
+
+
+def _calls(protocol: str) -> Json:
+    return timeseries(
+        f"Orders/s per service, {NAMES[protocol]}",
+        "Orders each service served per second (server side, 30 s; every replica of a service "
+        "summed). Each hop serves what its caller sent: a hop below its caller lost calls.",
+        [Q(f'protocol_service:wirelab_server_requests:rate30s{{protocol="{protocol}"}}',
+           "{{service}}")],
+        "reqps",
+        overrides=ROLES,
+        w=12,
+    )  # fmt: skip
+
+
+def _time_per_hop(protocol: str) -> Json:
+    return timeseries(
+        f"Time per hop, {NAMES[protocol]}",
+        "Server-side duration of an order in each service, p50 solid, p95 dashed, p99 dotted "
+        "(30 s). A service's time includes the calls it makes: the edge's covers every hop "
+        "behind it, a hop's the work it does.",
+        [
+            Q(f'{SERVER_LATENCY}{{protocol="{protocol}", quantile="{q}"}}', f"{{{{service}}}} {p}")
+            for q, p in QUANTILES
+        ],
+        "s",
+        overrides=ROLES,
+        w=12,
+    )
+
+
+def _transport(protocol: str) -> Json:
+    return timeseries(
+        f"Transport time per hop, {NAMES[protocol]}",
+        "Per caller and peer: the caller's mean call duration minus the peer service's mean "
+        "serving time, 30 s (protocol_service_peer:wirelab_hop_transport_seconds:mean30s). "
+        "What the protocol costs on that hop: network, (de)serialisation, connections and the "
+        "client library; through `lb` the balancer too. Means: a p99 difference means nothing.",
+        [Q(f'{TRANSPORT}{{protocol="{protocol}"}}', "{{peer}} from {{service}}")],
+        "s",
+        overrides=ROLES,
+        w=12,
+    )
+
+
+def _replica_share(protocol: str) -> Json:
+    return timeseries(
+        f"Per-replica share of {protocol}-b",
+        f"Share of {protocol}-b's orders each replica (instance, one per address compose's DNS "
+        "gives) served, stacked to 1, 30 s. Even thirds when calls are spread; one replica at 1 "
+        "when a client pins them (gRPC's pick_first over one HTTP/2 connection).",
+        [Q("protocol_service_instance:wirelab_server_requests:share_rate30s"
+           f'{{protocol="{protocol}", service="{protocol}-b"}}', "{{instance}}")],
+        "percentunit",
+        stack=True,
+        w=12,
+    )  # fmt: skip
+
+
+def _downstream_errors(protocol: str) -> Json:
+    return timeseries(
+        f"Downstream errors/s, {NAMES[protocol]}",
+        "Services' outgoing orders that did not end ok, by peer called and outcome (rate of "
+        "wirelab_client_requests_total over $interval, Locust's own calls excluded): "
+        "connection_error = refused or unreachable, timeout = past the deadline, else the "
+        "peer's status.",
+        [
+            Q(
+                "sum by (service, peer, outcome) (rate(wirelab_client_requests_total"
+                f'{{job!="locust", protocol="{protocol}", kind="unary", outcome!="ok"}}'
+                "[$interval]))",
+                "{{peer}} {{outcome}} from {{service}}",
+            )
+        ],
+        "reqps",
+        overrides=ROLES,
+        w=12,
+    )
+
+
+def topology() -> Dashboard:
+    d = Dashboard(
+        "wirelab-topology",
+        "wirelab: topology",
+        "An order's path through a topology hop by hop, REST left and gRPC right.",
+        [interval_variable(INTERVALS, "30s")],
+    )
+    d.add(
+        text(
+            "How to read this",
+            "For the topologies of `topologies/` (`make lab TOPOLOGY=a-to-b`, `order-chain`, "
+            "`cluster`; docs/topologies.md): REST on the **left**, gRPC on the **right**. The "
+            "edge (`rest`, `grpc`) keeps its protocol's colour; `-b` (and `lb`) is green, "
+            "`-product` purple, `-customer` yellow, `-shipping` red. Services are told apart by "
+            "their scrape target's `service` label, outgoing calls by `peer` (the host called). "
+            "Orders only (ProcessOrder); rates and quantiles are the *wirelab-topology* recording "
+            "rules over **30 s**. Without a topology only the edge and Locust have lines.",
+            h=3,
+        ),
+        row("End to end"),
+        *_pair(_edge_latency),
+        *_pair(_failed_orders),
+        row("Hop by hop"),
+        *_pair(_calls),
+        *_pair(_time_per_hop),
+        *_pair(_transport),
+        *_pair(_downstream_errors),
+        row("Replicas (cluster)"),
+        *_pair(_replica_share),
+    )
+    return d
