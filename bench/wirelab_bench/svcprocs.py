@@ -7,7 +7,7 @@ import signal
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,6 +55,28 @@ class Service:
 
 
 @contextmanager
+def running(cmd: Sequence[str], cpu: int, ready: Callable[[], None]) -> Iterator[psutil.Process]:
+    """``cmd`` pinned to ``cpu``, yielded once ``ready()`` returns; SIGTERM at the end, and the
+    tail of its stderr printed if it then exits non-zero."""
+    # A file, not a pipe: nobody reads stderr while the service runs, and a full pipe would
+    # stall a service that logs under load (an overload or soak run) on its next line.
+    with tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen(
+            cmd, preexec_fn=lambda: pin(cpu), stdout=subprocess.DEVNULL, stderr=err
+        )
+        try:
+            ready()
+            yield psutil.Process(proc.pid)
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=30)
+            if proc.returncode:
+                err.seek(max(0, err.seek(0, os.SEEK_END) - 1000))
+                tail = err.read().decode(errors="replace")
+                print(f"{' '.join(cmd)} exited {proc.returncode}: {tail}", file=sys.stderr)
+
+
+@contextmanager
 def service(protocol: str, cpu: int, extra: Sequence[str] = ()) -> Iterator[Service]:
     """``python -m wirelab.rest|rpc`` on free loopback ports, pinned to ``cpu``, healthy."""
     port = free_port()
@@ -64,21 +86,6 @@ def service(protocol: str, cpu: int, extra: Sequence[str] = ()) -> Iterator[Serv
     cmd = [sys.executable, "-m", module, "--host", "127.0.0.1", flag, str(port)]
     metrics_port = free_port()
     cmd += ["--metrics-port", str(metrics_port), *extra]
-    # A file, not a pipe: nobody reads stderr while the service runs, and a full pipe would
-    # stall a service that logs under load (an overload or soak run) on its next line.
-    with tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen(
-            cmd, preexec_fn=lambda: pin(cpu), stdout=subprocess.DEVNULL, stderr=err
-        )
-        address = f"http://127.0.0.1:{port}" if protocol == "rest" else f"127.0.0.1:{port}"
-        try:
-            wait_healthy(address, address, (protocol,), timeout=30)
-            metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"
-            yield Service(protocol, address, psutil.Process(proc.pid), metrics_url)
-        finally:
-            proc.send_signal(signal.SIGTERM)
-            proc.wait(timeout=30)
-            if proc.returncode:
-                err.seek(max(0, err.seek(0, os.SEEK_END) - 1000))
-                tail = err.read().decode(errors="replace")
-                print(f"{' '.join(cmd)} exited {proc.returncode}: {tail}", file=sys.stderr)
+    address = f"http://127.0.0.1:{port}" if protocol == "rest" else f"127.0.0.1:{port}"
+    with running(cmd, cpu, lambda: wait_healthy(address, address, (protocol,), timeout=30)) as proc:
+        yield Service(protocol, address, proc, f"http://127.0.0.1:{metrics_port}/metrics")
