@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -204,10 +205,18 @@ def report(protocol: str, rounds: list[Round]) -> None:
 
 
 def versions(tools: dict[str, str]) -> dict[str, str]:
+    """Each Go tool's module and version as its build recorded them (``go version -m``: a
+    ``go install``ed vegeta prints no version of its own), else what the tool says."""
     flags = {"ghz": "--version", "vegeta": "-version"}
-    done = {name: subprocess.run([path, flags[name]], capture_output=True, text=True)
-            for name, path in tools.items()}  # fmt: skip
-    return {name: (out.stdout + out.stderr).strip() for name, out in done.items()}
+    found: dict[str, str] = {}
+    for name, path in tools.items():
+        cmd = ["go", "version", "-m", path] if shutil.which("go") else [path, flags[name]]
+        out = subprocess.run(cmd, capture_output=True, text=True)
+        mods = [
+            line.split()[1:3] for line in out.stdout.splitlines() if line.strip().startswith("mod")
+        ]
+        found[name] = "@".join(mods[0]) if mods else (out.stdout + out.stderr).strip()
+    return found
 
 
 def main(argv: list[str] | None = None) -> int:
