@@ -16,14 +16,17 @@ from wirelab_bench.histo import Snapshot, buckets, delta
 from wirelab_bench.load import LocustProcess, Target, locust_command, wait_started
 from wirelab_bench.peaks import SAMPLED, Peaks
 from wirelab_bench.prom import Prometheus
-from wirelab_bench.promql import EXPORTS, aggregate
+from wirelab_bench.promql import EXPORTS, TOPOLOGY_EXPORTS, aggregate
 from wirelab_bench.results import write_json
 from wirelab_bench.scenario import Cell
 from wirelab_bench.scrape import scrape
 from wirelab_bench.tidy import Window
+from wirelab_bench.topology import ONE_HOP
 
 SERVER = tuple(n for n in EXPORTS if n.startswith("server_"))
 CLIENT = tuple(n for n in EXPORTS if n.startswith("client_"))
+# A topology's edge: its outgoing calls too (replica counts come from Prometheus only).
+HOPS = tuple(n for n in TOPOLOGY_EXPORTS if n.startswith("hop_"))
 # Show progress (and sample gauges for their peaks) this often during a phase.
 TICK_S = 1.0
 
@@ -43,6 +46,13 @@ class Lab:
     prometheus: Prometheus | None = None
     export_delay_s: float = 1.0
     export_step_s: float = 0.0
+    topology: str = ONE_HOP
+
+    @property
+    def edge(self) -> tuple[str, ...]:
+        """The exports read from an edge's /metrics: its server side, and in a topology the
+        calls it makes to its downstreams."""
+        return SERVER if self.topology == ONE_HOP else SERVER + HOPS
 
 
 def free_port() -> int:
@@ -83,13 +93,13 @@ def measure(
         tick("starting Locust", g.warmup_s + g.duration_s)
         wait_started(proc, client_url, timeout=60)
         _wait(proc, "warm-up", g.warmup_s, tick)
-        server0 = _snap(server_url, cell.protocol, SERVER) if server_url else None
+        server0 = _snap(server_url, cell.protocol, lab.edge) if server_url else None
         client0 = _snap(client_url, "locust", CLIENT)
         cpu0, t0 = proc.cpu_seconds(), time.time()
         peaks.add(server0)
         peaks.add(client0)
         _wait(proc, "measure", g.duration_s, tick, sample)
-        server1 = _snap(server_url, cell.protocol, SERVER) if server_url else None
+        server1 = _snap(server_url, cell.protocol, lab.edge) if server_url else None
         client1 = _snap(client_url, "locust", CLIENT)
         cpu1, t1 = proc.cpu_seconds(), time.time()
         # The window's ends count as samples too: a window shorter than two ticks still has
@@ -112,7 +122,7 @@ def measure(
         window.sources["client"] = "none: the Locust child's exporter did not answer"
     _wait(None, "cool-down", max(g.cooldown_s, lab.export_delay_s if lab.prometheus else 0), tick)
     if lab.prometheus is not None:
-        _from_prometheus(window, lab.prometheus, run_dir, lab.export_step_s)
+        _from_prometheus(window, lab, lab.prometheus, run_dir)
     return window, histogram_rows(window)
 
 
@@ -134,9 +144,10 @@ def _wait(
         time.sleep(min(TICK_S, max(0.0, end - time.monotonic())))
 
 
-def _from_prometheus(w: Window, prom: Prometheus, run_dir: Path, step: float) -> None:
-    step = step or max(1.0, w.seconds / 120)
-    export = prom.export_window(w.started_at, w.started_at + w.seconds, step)
+def _from_prometheus(w: Window, lab: Lab, prom: Prometheus, run_dir: Path) -> None:
+    step = lab.export_step_s or max(1.0, w.seconds / 120)
+    exports = EXPORTS if lab.topology == ONE_HOP else {**EXPORTS, **TOPOLOGY_EXPORTS}
+    export = prom.export_window(w.started_at, w.started_at + w.seconds, step, exports)
     write_json(
         run_dir / "prometheus" / f"{w.cell.cell_id}.json",
         {"window": [w.started_at, w.started_at + w.seconds], "errors": export.errors, **export.raw},
@@ -145,9 +156,11 @@ def _from_prometheus(w: Window, prom: Prometheus, run_dir: Path, step: float) ->
     if export.errors:
         w.sources["prometheus_errors"] = "; ".join(f"{k}: {v}" for k, v in export.errors.items())
     if w.server is None and any(k[0].startswith("server_") for k in moved):
-        w.server = {k: v for k, v in moved.items() if k[0].startswith("server_")}
+        w.server = {k: v for k, v in moved.items() if k[0] in lab.edge}
         w.sources["server"] = "prometheus"
         w.peaks |= {k: v for k, v in export.peak.items() if k[0].startswith("server_")}
+    if any(k[0] == "replica_requests" for k in moved):
+        w.replicas = {k: v for k, v in moved.items() if k[0] == "replica_requests"}
     if any(k[0].startswith("container_") for k in moved):
         w.containers = {k: v for k, v in moved.items() if k[0].startswith("container_")}
         w.sources["containers"] = "prometheus"
@@ -158,10 +171,12 @@ def histogram_rows(w: Window) -> list[dict[str, Any]]:
     """Cumulative bucket counts of the window, per side and histogram, for latency CDFs."""
     rows: list[dict[str, Any]] = []
     pk = {"protocol": w.cell.protocol, "kind": w.cell.kind}
-    for side, snap in (("client", w.client), ("server", w.server)):
+    # Side "hop": the edge's calls to its downstreams (topology runs), from the edge's snapshot.
+    sides = (("client", w.client), ("server", w.server), ("hop", w.server))
+    for side, snap in sides:
         if snap is None:
             continue
-        for metric in ("duration", "ttfm"):
+        for metric in ("duration", "ttfm") if side != "hop" else ("duration",):
             for le, count in buckets(snap, f"{side}_{metric}", **pk):
                 rows.append(
                     {

@@ -16,7 +16,8 @@ EPILOG = """exit codes:
   0  every cell measured and within its gates
   1  every cell measured, at least one over a gate (error ratio or p99)
   2  usage error or invalid scenario file
-  3  lab not ready: health check timed out or the protocols answered differently
+  3  lab not ready: health check timed out, the protocols answered differently, or the lab
+     runs another topology than the scenario's (the message names `make lab TOPOLOGY=...`)
   4  incomplete: interrupted (Ctrl-C, SIGTERM) or the lab/load generator failed mid-run;
      the results folder is kept with status "incomplete" and what was measured
 """

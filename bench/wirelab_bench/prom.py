@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from itertools import pairwise
@@ -11,7 +12,7 @@ from typing import Any
 import httpx
 
 from wirelab_bench.histo import Snapshot, key
-from wirelab_bench.promql import EXPORTS, GAUGES, RATE_PEAKS
+from wirelab_bench.promql import EXPORTS, GAUGES, RATE_PEAKS, Export
 
 
 @dataclass
@@ -53,21 +54,23 @@ class Prometheus:
         data = self._get("/api/v1/query", {"query": query})
         return [dict(series["metric"]) for series in data.get("result", [])]
 
-    def export_window(self, start: float, end: float, step: float) -> WindowExport:
+    def export_window(
+        self, start: float, end: float, step: float, exports: Mapping[str, Export] = EXPORTS
+    ) -> WindowExport:
         """Range-query every export over [start, end]; the first and last points give deltas."""
         out = WindowExport()
         # Whole steps only, so the last evaluation lands exactly on the window's end.
         end = start + max(1, math.ceil((end - start) / step)) * step
         # Queries run side by side: on a loaded 2-core host, one after another took seconds.
         with ThreadPoolExecutor(max_workers=8) as pool:
-            answers = pool.map(lambda n: (n, self._range(n, start, end, step)), EXPORTS)
+            answers = pool.map(lambda n: (n, self._range(exports[n], start, end, step)), exports)
         for name, (params, answer) in answers:
             if isinstance(answer, Exception):
                 out.errors[name] = f"{type(answer).__name__}: {answer}"
                 continue
             out.raw[name] = {**params, "data": answer}
             for series in answer.get("result", []):
-                labels = {k: v for k, v in series["metric"].items() if k in EXPORTS[name].by}
+                labels = {k: v for k, v in series["metric"].items() if k in exports[name].by}
                 values = [(float(t), float(v)) for t, v in series.get("values", [])]
                 if not values:
                     continue
@@ -84,13 +87,13 @@ class Prometheus:
         return out
 
     def _range(
-        self, name: str, start: float, end: float, step: float
+        self, export: Export, start: float, end: float, step: float
     ) -> tuple[dict[str, str], Any]:
         # Bucket series are hundreds (le x kind x protocol) and only their deltas are used:
         # the window's two ends suffice. The few other series keep their curve for plots.
-        every = end - start if name.endswith("_bucket") else step
+        every = end - start if export.metric.endswith("_bucket") else step
         params = {
-            "query": EXPORTS[name].promql,
+            "query": export.promql,
             "start": f"{start:.3f}",
             "end": f"{end:.3f}",
             "step": f"{every:g}",

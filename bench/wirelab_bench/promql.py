@@ -80,6 +80,9 @@ EXPORTS: dict[str, Export] = {
     "client_ttfm_bucket": Export(
         "wirelab_client_time_to_first_message_seconds_bucket", (*_PK, "le"), _LOCUST
     ),
+    # Mean latency (sum / count): exact, where quantiles interpolate inside 0.3-0.5 s buckets
+    # around the order chain's 400 ms floor.
+    "client_duration_sum": Export("wirelab_client_request_duration_seconds_sum", _PK, _LOCUST),
     "client_request_bytes_sum": Export("wirelab_client_request_bytes_sum", _PK, _LOCUST),
     "client_response_bytes_sum": Export("wirelab_client_response_bytes_sum", _PK, _LOCUST),
     "client_messages_received": Export("wirelab_client_messages_received_total", _PK, _LOCUST),
@@ -109,6 +112,24 @@ EXPORTS: dict[str, Export] = {
 # The PromQL text of every export; the observability and e2e tests collect it from here.
 EXPORT_QUERIES: dict[str, str] = {name: e.promql for name, e in EXPORTS.items()}
 
+# Exported only in a topology run (docs/topologies.md): series the one-hop lab does not have.
+TOPOLOGY_EXPORTS: dict[str, Export] = {
+    # The edges' outgoing calls: the client families on the edge's own /metrics, per downstream.
+    "hop_requests": Export("wirelab_client_requests_total", (*_PK, "peer", "outcome"), _SERVERS),
+    "hop_duration_bucket": Export(
+        "wirelab_client_request_duration_seconds_bucket", (*_PK, "le"), _SERVERS
+    ),
+    "hop_duration_sum": Export("wirelab_client_request_duration_seconds_sum", _PK, _SERVERS),
+    # Orders each hop service served, per replica (a scrape target per replica; Prometheus only:
+    # the hops publish no port).
+    "replica_requests": Export(
+        "wirelab_server_requests_total",
+        ("protocol", "service", "instance"),
+        (("job", "=", "hops"), ("kind", "=", "unary")),
+    ),
+}
+TOPOLOGY_EXPORT_QUERIES: dict[str, str] = {n: e.promql for n, e in TOPOLOGY_EXPORTS.items()}
+
 # Exports that are gauges: their peak over a window matters, not their delta.
 GAUGES = frozenset(
     {
@@ -132,8 +153,10 @@ Sample = tuple[str, dict[str, str], float]
 
 
 def aggregate(samples: Iterable[Sample], names: Iterable[str] | None = None) -> Snapshot:
-    """Apply the exports (all, or ``names``) to raw samples as Prometheus would to the same data."""
-    chosen = {n: EXPORTS[n] for n in (names if names is not None else EXPORTS)}
+    """Apply the exports (``names``, of EXPORTS or TOPOLOGY_EXPORTS; by default every one of
+    EXPORTS) to raw samples as Prometheus would to the same data."""
+    known = {**EXPORTS, **TOPOLOGY_EXPORTS}
+    chosen = {n: known[n] for n in (names if names is not None else EXPORTS)}
     snap: Snapshot = {}
     for metric, labels, value in samples:
         for name, export in chosen.items():

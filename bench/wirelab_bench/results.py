@@ -13,6 +13,7 @@ import pandas as pd
 TIDY_CSV = "tidy.csv"
 TIDY_PARQUET = "tidy.parquet"
 HISTOGRAMS_CSV = "histograms.csv"
+REPLICAS_CSV = "replicas.csv"
 MANIFEST = "manifest.json"
 
 
@@ -39,9 +40,13 @@ def write_json(path: Path, data: Any) -> None:
 
 
 def write_tables(
-    run_dir: Path, rows: list[dict[str, Any]], hist_rows: list[dict[str, Any]]
+    run_dir: Path,
+    rows: list[dict[str, Any]],
+    hist_rows: list[dict[str, Any]],
+    replica_rows: list[dict[str, Any]] | None = None,
 ) -> None:
-    """The tidy table (CSV always, Parquet too) and the histogram buckets the notebook plots."""
+    """The tidy table (CSV always, Parquet too), the histogram buckets the notebook plots and,
+    in a topology run with Prometheus, the orders each hop replica served per cell."""
     tidy = pd.DataFrame(rows)
     _atomic_csv(tidy, run_dir / TIDY_CSV)
     tmp = run_dir / (TIDY_PARQUET + ".tmp")
@@ -49,6 +54,9 @@ def write_tables(
     os.replace(tmp, run_dir / TIDY_PARQUET)
     hist = pd.DataFrame(hist_rows, columns=["cell_id", "side", "metric", "le", "count"])
     _atomic_csv(hist, run_dir / HISTOGRAMS_CSV)
+    if replica_rows is not None:
+        columns = ["cell_id", "service", "instance", "requests"]
+        _atomic_csv(pd.DataFrame(replica_rows, columns=columns), run_dir / REPLICAS_CSV)
 
 
 def _atomic_csv(frame: pd.DataFrame, path: Path) -> None:

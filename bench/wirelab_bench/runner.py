@@ -22,6 +22,8 @@ from wirelab_bench.results import MANIFEST, new_run_dir, write_json, write_table
 from wirelab_bench.scenario import CELL_OVERHEAD_S, Cell, Scenario
 from wirelab_bench.scrape import probe, scrape
 from wirelab_bench.tidy import build_row
+from wirelab_bench.tidy_hops import replica_rows
+from wirelab_bench.topology import ONE_HOP, TopologyError, edge_peers, refusal
 
 # Exit codes (docs/bench.md): CI reads them.
 EXIT_OK = 0
@@ -47,7 +49,7 @@ def _label(c: Cell) -> str:
     return f"{c.protocol} {c.kind} {c.load.label}{size} rep {c.repetition}"
 
 
-def _lab(knobs: Knobs, reasons: dict[str, str]) -> Lab:
+def _lab(knobs: Knobs, reasons: dict[str, str], topology: str) -> Lab:
     """Pick each side's metric source: direct scrapes where they answer, else Prometheus."""
     prom = Prometheus(knobs.prometheus_url) if knobs.prometheus_url else None
     if prom is not None and (why := prom.unreachable()):
@@ -75,6 +77,7 @@ def _lab(knobs: Knobs, reasons: dict[str, str]) -> Lab:
         prometheus=prom,
         export_delay_s=knobs.export_delay_s,
         export_step_s=knobs.export_step_s,
+        topology=topology,
     )
 
 
@@ -119,14 +122,19 @@ def run(scenario: Scenario, knobs: Knobs) -> tuple[int, Path]:
     old = {s: signal.signal(s, _raise_interrupted) for s in (signal.SIGTERM, signal.SIGINT)}
     rows: list[dict[str, Any]] = []
     hist: list[dict[str, Any]] = []
+    # Written only by a topology run: a one-hop folder looks as it always did.
+    replicas: list[dict[str, Any]] | None = None if scenario.topology == ONE_HOP else []
     code, phase = EXIT_OK, "preflight"
     try:
-        lab = _lab(knobs, reasons)
+        lab = _lab(knobs, reasons, scenario.topology)
         try:
             manifest["servers"] = _servers(lab)
         except (httpx.HTTPError, ValueError, KeyError) as exc:
             manifest["servers"] = {"reason": f"{type(exc).__name__}: {exc}"}
         protocols = tuple(dict.fromkeys(p for g in scenario.groups for p in g.protocols))
+        phase = "topology"
+        wait_healthy(knobs.rest_url, knobs.grpc_target, protocols, knobs.health_timeout_s)
+        manifest["topology"] = _topology(scenario, lab, protocols, progress)
         for cell in cells:
             started = time.monotonic()
             phase = f"{cell.cell_id}: health"
@@ -141,10 +149,12 @@ def run(scenario: Scenario, knobs: Knobs) -> tuple[int, Path]:
                 progress.show(c.index, _label(c), step, step_left, run_left)
 
             window, cell_hist = measure(cell, lab, run_dir, tick)
-            row = build_row(window, scenario.gates)
+            row = build_row(window, scenario.gates, scenario.topology)
             rows.append(row)
             hist += cell_hist
-            write_tables(run_dir, rows, hist)
+            if replicas is not None:
+                replicas += replica_rows(cell, window.replicas)
+            write_tables(run_dir, rows, hist, replicas)
             manifest["cells_done"].append(cell.cell_id)
             write_json(run_dir / MANIFEST, manifest)
             estimate.cell_done(time.monotonic() - started)
@@ -156,10 +166,11 @@ def run(scenario: Scenario, knobs: Knobs) -> tuple[int, Path]:
         code = EXIT_GATE_FAILED if failed else EXIT_OK
     except (Interrupted, KeyboardInterrupt) as exc:
         code = _incomplete(manifest, phase, f"interrupted by {exc or 'SIGINT'}")
-    except (TimeoutError, ParityError) as exc:
+    except (TimeoutError, ParityError, TopologyError) as exc:
         if not rows:
             manifest["status"] = "failed"
             manifest["interrupted"] = {"phase": phase, "reason": f"lab not ready: {exc}"}
+            progress.message(f"lab not ready: {exc}")
             code = EXIT_LAB_NOT_READY
         else:
             code = _incomplete(manifest, phase, f"lab failed mid-run: {exc}")
@@ -177,6 +188,20 @@ def run(scenario: Scenario, knobs: Knobs) -> tuple[int, Path]:
         f" phases), exit {code}: {run_dir}"
     )
     return code, run_dir
+
+
+def _topology(
+    scenario: Scenario, lab: Lab, protocols: tuple[str, ...], progress: Progress
+) -> dict[str, Any]:
+    """Each edge's downstreams, read live: a run whose figures would carry the wrong topology
+    stops here (TopologyError), before anything is measured."""
+    peers = edge_peers(protocols, lab.server_urls, lab.prometheus)
+    if why := refusal(scenario.name, scenario.topology, peers):
+        raise TopologyError(why)
+    unknown = [p for p, found in peers.found.items() if found is None]
+    if unknown:
+        progress.message(f"downstreams of {', '.join(unknown)} unknown: topology not checked")
+    return {"name": scenario.topology, "peers": peers.found, "peers_source": peers.source}
 
 
 def _incomplete(manifest: dict[str, Any], phase: str, reason: str) -> int:

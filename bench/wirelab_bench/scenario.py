@@ -87,6 +87,7 @@ class Scenario:
     repetitions: int
     groups: tuple[Group, ...]
     gates: Gates = field(default_factory=Gates)
+    topology: str = "one-hop"  # the wiring the lab must run (wirelab_bench.topology)
 
     def cells(self) -> list[Cell]:
         """The run order; odd repetitions reverse the protocol order, so neither always leads."""

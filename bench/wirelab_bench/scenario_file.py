@@ -10,6 +10,7 @@ from typing import Any
 from wirelab.contract import ALL_KINDS, PROTOCOLS
 
 from wirelab_bench.scenario import Gates, Group, Load, Scenario
+from wirelab_bench.topology import ONE_HOP, TOPOLOGIES
 
 
 class ScenarioError(ValueError):
@@ -30,7 +31,14 @@ _GROUP_KEYS = {
     "stream_interval_ms": int,
     "work_ms": int,
 }
-_TOP_KEYS = {"description": str, "repetitions": int, "groups": list, "gates": dict, **_GROUP_KEYS}
+_TOP_KEYS = {
+    "description": str,
+    "repetitions": int,
+    "topology": str,
+    "groups": list,
+    "gates": dict,
+    **_GROUP_KEYS,
+}
 _DEFAULTS: dict[str, Any] = {
     "name": "main",
     "protocols": list(PROTOCOLS),
@@ -75,6 +83,10 @@ def parse_scenario(data: dict[str, Any], path: Path) -> Scenario:
     reps = data.get("repetitions", 1)
     if reps < 1:
         raise ScenarioError(f"{where}: repetitions must be >= 1, got {reps}")
+    topology = data.get("topology", ONE_HOP)
+    if topology not in TOPOLOGIES:
+        known = ", ".join(TOPOLOGIES)
+        raise ScenarioError(f"{where}: unknown topology {topology!r} (known: {known})")
     return Scenario(
         name=path.stem,
         description=data.get("description", ""),
@@ -82,6 +94,7 @@ def parse_scenario(data: dict[str, Any], path: Path) -> Scenario:
         repetitions=reps,
         groups=tuple(groups),
         gates=_gates(data.get("gates", {}), f"{where}: [gates]"),
+        topology=topology,
     )
 
 

@@ -10,6 +10,8 @@ from wirelab.contract import STREAM_KINDS
 
 from wirelab_bench.histo import Snapshot, buckets, quantile, total
 from wirelab_bench.scenario import Cell, Gates
+from wirelab_bench.tidy_hops import floor_columns, hop_columns
+from wirelab_bench.topology import ONE_HOP
 
 QUANTILES = {"p50": 0.5, "p95": 0.95, "p99": 0.99, "p999": 0.999}
 NAN = math.nan
@@ -25,6 +27,7 @@ class Window:
     server: Snapshot | None = None
     client: Snapshot | None = None
     containers: Snapshot | None = None
+    replicas: Snapshot | None = None  # orders served per hop replica (topology runs)
     peaks: Snapshot = field(default_factory=dict)
     generator_cpu_ratio: float = NAN
     sources: dict[str, str] = field(default_factory=dict)
@@ -46,13 +49,15 @@ def payload_per_call(cell: Cell) -> float:
     return float(cell.payload_bytes) if cell.payload_bytes else NAN
 
 
-def build_row(w: Window, gates: Gates) -> dict[str, Any]:
-    """The tidy row: identifiers, then rates, latencies, resources and gate verdict."""
+def build_row(w: Window, gates: Gates, topology: str = ONE_HOP) -> dict[str, Any]:
+    """The tidy row: identifiers, then rates, latencies, the work floor and the hops, resources
+    and gate verdict."""
     c, s = w.cell, w.seconds
     pk = {"protocol": c.protocol, "kind": c.kind}
     row: dict[str, Any] = {
         "cell_id": c.cell_id,
         "group": c.group.name,
+        "topology": topology,
         "protocol": c.protocol,
         "kind": c.kind,
         "load": c.load.label,
@@ -81,6 +86,8 @@ def build_row(w: Window, gates: Gates) -> dict[str, Any]:
     }
     row |= _latencies(cli, "client_duration", "client", **pk)
     row |= _latencies(srv, "server_duration", "server", **pk)
+    row |= floor_columns(c, topology, cli)
+    row |= hop_columns(c, topology, srv, server_requests)
     stream = c.kind in STREAM_KINDS
     for side, snap in (("client", cli), ("server", srv)):
         ttfm = buckets(snap, f"{side}_ttfm", **pk) if stream and snap is not None else []

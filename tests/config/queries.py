@@ -103,13 +103,18 @@ def rule_queries() -> list[Query]:
 
 
 def export_queries() -> list[Query]:
-    """The benchmark runner's EXPORT_QUERIES (name -> PromQL), when bench/ has them."""
+    """The benchmark runner's EXPORT_QUERIES (name -> PromQL), when bench/ has them, and its
+    TOPOLOGY_EXPORT_QUERIES, which have data only while a topology runs (not in the one-hop lab
+    the e2e test boots)."""
     if not EXPORTS.exists():
         return []
     module = importlib.import_module("wirelab_bench.promql")
-    exports: dict[str, str] = module.EXPORT_QUERIES
     where = EXPORTS.relative_to(REPO)
-    return [Query(f"{where}: EXPORT_QUERIES[{name!r}]", e, e) for name, e in exports.items()]
+    out: list[Query] = []
+    for table, expect_data in (("EXPORT_QUERIES", True), ("TOPOLOGY_EXPORT_QUERIES", False)):
+        exports: dict[str, str] = getattr(module, table, {})
+        out += [Query(f"{where}: {table}[{n!r}]", e, e, expect_data) for n, e in exports.items()]
+    return out
 
 
 def _selected(variable: dict[str, Any]) -> list[str]:

@@ -1,0 +1,90 @@
+"""A unary cell's figures against its topology: the work floor, and the edge's outgoing calls."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from wirelab_bench.histo import Snapshot, buckets, quantile, total
+from wirelab_bench.scenario import Cell
+from wirelab_bench.topology import ONE_HOP, work_floor_ms
+
+NAN = math.nan
+HOP_COLUMNS = (
+    "hop_peers",
+    "hop_calls",
+    "hop_calls_per_order",
+    "hop_error_pct",
+    "hop_mean_ms",
+    "hop_p50_ms",
+    "hop_p99_ms",
+)
+
+
+def mean_ms(snap: Snapshot | None, histogram: str, **match: str) -> float:
+    """Sum over count of a histogram's window (count from its +Inf bucket, read in the same
+    scrape as its sum); NaN without calls."""
+    cum = buckets(snap, histogram, **match) if snap is not None else []
+    if snap is None or not cum or cum[-1][1] <= 0:
+        return NAN
+    return 1000 * total(snap, f"{histogram}_sum", **match) / cum[-1][1]
+
+
+def floor_columns(cell: Cell, topology: str, client: Snapshot | None) -> dict[str, float]:
+    """``client_mean_ms`` (Locust's, end to end), ``work_floor_ms`` (the work an order waits
+    for in sequence, topology.TOPOLOGIES) and ``overhead_above_floor_ms``: the client-side MEAN
+    minus the floor, what the protocols, the hops and queueing add. Unary cells only."""
+    pk = {"protocol": cell.protocol, "kind": cell.kind}
+    client_mean = mean_ms(client, "client_duration", **pk)
+    if cell.kind != "unary":
+        return {"client_mean_ms": client_mean, "work_floor_ms": NAN, "overhead_above_floor_ms": NAN}
+    floor = work_floor_ms(topology, cell.group.work_ms)
+    return {
+        "client_mean_ms": client_mean,
+        "work_floor_ms": floor,
+        "overhead_above_floor_ms": client_mean - floor,
+    }
+
+
+def hop_columns(cell: Cell, topology: str, edge: Snapshot | None, orders: float) -> dict[str, Any]:
+    """The edge's calls to its downstreams over the window, summed over them: how many
+    (``hop_calls``, per order the edge served), how many failed, their mean, p50 and p99 as the
+    edge timed them. NaN (and no peers) outside a topology's unary cells or without the edge's
+    metrics; ``orders`` is the edge's served count."""
+    out: dict[str, Any] = dict.fromkeys(HOP_COLUMNS, NAN)
+    out["hop_peers"] = ""
+    if topology == ONE_HOP or cell.kind != "unary" or edge is None:
+        return out
+    pk = {"protocol": cell.protocol, "kind": cell.kind}
+    calls = total(edge, "hop_requests", **pk)
+    ok = total(edge, "hop_requests", outcome="ok", **pk)
+    cum = buckets(edge, "hop_duration", **pk)
+    peers = {dict(labels).get("peer", "") for name, labels in edge if name == "hop_requests"}
+    out |= {
+        "hop_peers": ",".join(sorted(peers - {""})),
+        "hop_calls": calls,
+        "hop_calls_per_order": calls / orders if orders > 0 else NAN,
+        "hop_error_pct": 100 * (calls - ok) / calls if calls > 0 else NAN,
+        "hop_mean_ms": mean_ms(edge, "hop_duration", **pk),
+        "hop_p50_ms": quantile(0.5, cum) * 1000,
+        "hop_p99_ms": quantile(0.99, cum) * 1000,
+    }
+    return out
+
+
+def replica_rows(cell: Cell, replicas: Snapshot | None) -> list[dict[str, Any]]:
+    """Orders each hop service's replica served over the window, on the cell's protocol (rows
+    of replicas.csv; from Prometheus, which scrapes every replica as its own instance)."""
+    rows = []
+    for (name, labels), served in sorted((replicas or {}).items()):
+        d = dict(labels)
+        if name == "replica_requests" and d.get("protocol") == cell.protocol:
+            rows.append(
+                {
+                    "cell_id": cell.cell_id,
+                    "service": d.get("service", ""),
+                    "instance": d.get("instance", ""),
+                    "requests": served,
+                }
+            )
+    return rows
