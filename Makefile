@@ -44,6 +44,11 @@ lab-down:
 offline-images:
 	offline/build-images
 
+.PHONY: tools
+# The benchmarks' load tools (ghz, vegeta) from the Go module proxy, pinned (offline/go-tools).
+tools:
+	offline/go-tools
+
 .PHONY: bench report
 # `wirelab bench` / `wirelab report` from the host, against the lab's published ports: the
 # project's virtualenv gets the runner and the notebook's packages first (once; offline/venv).
