@@ -307,6 +307,18 @@ def cdf_frame(side: str) -> pd.DataFrame:
     return h.merge(tidy[["cell_id", *COND]], on="cell_id")
 
 
+def step_cdf(ax: Axes, p: pd.DataFrame, label: str, color: str, style: str = "-") -> None:
+    """One CDF line from cumulative bucket counts (summed over the cells in ``p``)."""
+    b = p.groupby("le")["count"].sum().sort_index()
+    b = b[np.isfinite(b.index)]
+    top = p[np.isinf(p["le"])]["count"].sum()
+    if top > 0:
+        # Stop one bucket after the last call: empty buckets up to 300 s say nothing.
+        b = b.iloc[: int(np.searchsorted(b.to_numpy(), top)) + 2]
+        ax.step(b.index * 1000, b.to_numpy() / top, style, where="post", label=label,
+                color=color)  # fmt: skip
+
+
 if HAVE:
     frame = cdf_frame("client")
     side = "client"
@@ -322,14 +334,7 @@ if HAVE:
             first = part.sort_values(["users", "payload_bytes"]).iloc[0]
             part = part[(part.users == first.users) & (part.payload_bytes == first.payload_bytes)]
             for proto, p in part.groupby("protocol"):
-                b = p.groupby("le")["count"].sum().sort_index()
-                b = b[np.isfinite(b.index)]
-                top = p[np.isinf(p["le"])]["count"].sum()
-                if top > 0:
-                    # Stop one bucket after the last call: empty buckets up to 300 s say nothing.
-                    b = b.iloc[: int(np.searchsorted(b.to_numpy(), top)) + 2]
-                    ax.step(b.index * 1000, b.to_numpy() / top, where="post", label=proto,
-                            color=COLORS[str(proto)])  # fmt: skip
+                step_cdf(ax, p, str(proto), COLORS[str(proto)])
             ax.set_xscale("log")
             ax.set_title(f"{kind} ({int(first.users)} users, {int(first.payload_bytes)} B)")
             ax.set_xlabel(f"{side} latency (ms)")
@@ -556,6 +561,113 @@ if HAVE:
         say("### Published claims against this run\n" + "\n".join(f"- {c}" for c in found))
     else:
         say("No unary cells on both protocols: the published claims cannot be checked here.")
+
+# %% [markdown]
+# ## Topologies: end to end, above the work floor, hop by hop
+# In a topology run (the scenario's `topology`, docs/topologies.md) Locust calls the same edge,
+# which relays each order to its downstreams. Per protocol: the end-to-end latency CDF as Locust
+# timed it; the overhead above the work floor (`work_floor_ms`, the work an order waits for one
+# after another: 4 x 100 ms in the order chain, B's 10 ms behind A) from the **mean** client
+# latency; the edge's calls to its downstreams as the edge timed them; each hop replica's share
+# of the orders (from Prometheus); and the studies' published figures beside this run's ratios.
+
+# %%
+# The studies' own figures (docs/studies.md), shown for reference only: other hardware and code.
+STUDY_FASTER = {"a-to-b": 27.0, "cluster": 31.0}  # gRPC below HTTP/1.1, % of mean latency
+STUDY_CONFIRMED = {"order-chain": 4.8}  # gRPC's confirmed orders / REST's at the highest load
+replicas_path = RUN / "replicas.csv"
+replicas = pd.read_csv(replicas_path) if replicas_path.exists() else pd.DataFrame()
+in_run = set(tidy["topology"]) if HAVE and "topology" in tidy else set()
+TOPOLOGIES = sorted(in_run - {"one-hop"})
+if not TOPOLOGIES:
+    say("This run measured one hop (scenario topology `one-hop`): no topology section. "
+        "`wirelab bench a-to-b`, `order-chain` or `cluster` measure one.")  # fmt: skip
+
+
+def faster_pct(part: pd.DataFrame) -> pd.Series:
+    """Per load: how much lower gRPC's mean client latency is than REST's, in % of REST's."""
+    mean = part.groupby(["users", "protocol"])["client_mean_ms"].mean().unstack("protocol")
+    return 100 * (1 - mean["grpc"] / mean["rest"])
+
+
+def against_study(name: str, part: pd.DataFrame) -> str:
+    both = {"rest", "grpc"} <= set(part.protocol)
+    if name in STUDY_FASTER and both:
+        f = faster_pct(part).dropna()
+        if len(f):
+            word = "faster" if f.median() > 0 else "slower"
+            return (
+                f"*gRPC {STUDY_FASTER[name]:.0f} % faster than HTTP/1.1* (A→B study"
+                f"{', cluster mode' if name == 'cluster' else ''}): here gRPC is "
+                f"{abs(f.median()):.0f} % {word} by mean client latency (1 - gRPC/REST in %,"
+                f" median over {len(f)} load level(s){_span(list(f))})."
+            )
+    if name in STUDY_CONFIRMED and both:
+        high = part[part.users == part.users.max()]
+        # Confirmed = the orders Locust counted ok: answered, and within the 900 ms threshold.
+        ok = (high.requests - high.errors).groupby(high.protocol).mean()
+        ratio = ok["grpc"] / ok["rest"] if ok["rest"] > 0 else math.inf
+        return (
+            f"*gRPC confirmed {STUDY_CONFIRMED[name]}x REST's orders at high load* (order-chain "
+            f"study): here {ratio:.2f}x at {int(high.users.max())} users — gRPC {ok['grpc']:.0f},"
+            f" REST {ok['rest']:.0f} orders confirmed per window (answered within the threshold)."
+        )
+    return f"No published figure of topology {name} to compare with (or one protocol only)."
+
+
+def topology_section(name: str) -> None:
+    part = tidy[(tidy.topology == name) & (tidy.kind == "unary")]
+    peers = (manifest.get("topology") or {}).get("peers") or {}
+    calls = "; ".join(
+        f"{p} → {', '.join(v) if v else 'nothing'}" for p, v in peers.items() if v is not None
+    )
+    say(f"### Topology **{name}**\nThe edges call: {calls or 'unknown (not read)'}.")
+    if part.empty:
+        say("No unary cells of this topology.")
+        return
+    cols = ["client_mean_ms", "client_p50_ms", "client_p99_ms", "work_floor_ms",
+            "overhead_above_floor_ms", "hop_calls_per_order", "hop_mean_ms", "hop_p50_ms",
+            "hop_p99_ms", "hop_error_pct", "ok_per_s", "error_pct"]  # fmt: skip
+    display(part.groupby(["protocol", "users"])[cols].mean().round(2))
+    loads = sorted(part["users"].unique())
+    frames = {side: cdf_frame(side) for side in ("client", "hop")}
+    fig, axes = grid(len(loads))
+    for ax, users in zip(axes, loads, strict=True):
+        for side, style in (("client", "-"), ("hop", ":")):
+            f = frames[side]
+            f = f[f.cell_id.isin(part[part.users == users].cell_id)] if not f.empty else f
+            for proto, p in f.groupby("protocol") if not f.empty else ():
+                label = f"{proto} {'end to end' if side == 'client' else 'edge → downstream'}"
+                step_cdf(ax, p, label, COLORS[str(proto)], style)
+        ax.axvline(part["work_floor_ms"].iloc[0], color="grey", ls="--", label="work floor")
+        ax.set_xscale("log")
+        ax.set_title(f"{name}, {int(users)} users")
+        ax.set_xlabel("latency (ms)")
+        ax.set_ylabel("fraction of orders / calls")
+        ax.legend(fontsize=6)
+    save(fig, f"topology_{name}_cdf")
+    per = part.groupby(["users", "protocol"])[["overhead_above_floor_ms", "hop_mean_ms"]].mean()
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.4))
+    per["overhead_above_floor_ms"].unstack("protocol").plot.bar(ax=axes[0], color=COLORS)
+    axes[0].set_ylabel("mean latency above the work floor (ms)")
+    per["hop_mean_ms"].unstack("protocol").plot.bar(ax=axes[1], color=COLORS)
+    axes[1].set_ylabel("mean edge → downstream call (ms)")
+    save(fig, f"topology_{name}_overhead")
+    mine = replicas[replicas.cell_id.isin(part.cell_id)] if not replicas.empty else replicas
+    if mine.empty:
+        say("No per-replica counts in this run: they come from Prometheus (job `hops`), which "
+            "this run did not reach or which scraped no hop.")  # fmt: skip
+    else:
+        m = mine.merge(part[["cell_id", "protocol", "users"]], on="cell_id")
+        served = m.groupby(["protocol", "users", "service", "instance"])["requests"].sum()
+        share = 100 * served / served.groupby(["protocol", "users", "service"]).transform("sum")
+        say("Each hop replica's share of the orders its service served (repetitions summed):")
+        display(pd.DataFrame({"orders": served, "share %": share.round(1)}))
+    say(against_study(name, part))
+
+
+for topology in TOPOLOGIES:
+    topology_section(topology)
 
 # %% [markdown]
 # ## Files

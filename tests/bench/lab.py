@@ -8,7 +8,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -61,8 +61,11 @@ def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
 
 
 @contextmanager
-def running_services(logs: Path) -> Iterator[Services]:
-    """`python -m wirelab.rest` and `python -m wirelab.rpc`, healthy, stopped on exit."""
+def running_services(
+    logs: Path, extra: Mapping[str, Mapping[str, str]] | None = None
+) -> Iterator[Services]:
+    """`python -m wirelab.rest` and `python -m wirelab.rpc`, healthy, stopped on exit; ``extra``
+    adds variables per module (e.g. a topology's WIRELAB_DOWNSTREAM)."""
     rest, grpc_port, rest_m, grpc_m = free_ports(4)
     found = Services(
         f"http://127.0.0.1:{rest}",
@@ -78,7 +81,7 @@ def running_services(logs: Path) -> Iterator[Services]:
     for module, env in ports.items():
         found.procs[module] = subprocess.Popen(
             [sys.executable, "-m", module],
-            env={**base, **env},
+            env={**base, **env, **(extra or {}).get(module, {})},
             stdout=(logs / f"{module}.log").open("wb"),
             stderr=subprocess.STDOUT,
         )
@@ -107,19 +110,29 @@ def prometheus_binary() -> str | None:
 
 
 @contextmanager
-def running_prometheus(binary: str, services: Services, folder: Path) -> Iterator[str]:
-    """A Prometheus scraping both services every second as jobs rest and grpc; yields its URL."""
+def running_prometheus(
+    binary: str, services: Services, folder: Path, hops: Services | None = None
+) -> Iterator[str]:
+    """A Prometheus scraping both services every second as jobs rest and grpc, and ``hops``
+    (a topology's downstreams) as job hops labelled service rest-b and grpc-b, as the lab's
+    prometheus.yml labels them; yields its URL."""
     (port,) = free_ports(1)
     targets = {
-        "rest": services.rest_metrics.split("/")[2],
-        "grpc": services.grpc_metrics.split("/")[2],
+        "rest": [(services.rest_metrics.split("/")[2], "rest")],
+        "grpc": [(services.grpc_metrics.split("/")[2], "grpc")],
     }
+    if hops is not None:
+        targets["hops"] = [
+            (hops.rest_metrics.split("/")[2], "rest-b"),
+            (hops.grpc_metrics.split("/")[2], "grpc-b"),
+        ]
     config = folder / "prometheus.yml"
     config.write_text(
         "global: {scrape_interval: 1s}\nscrape_configs:\n"
         + "".join(
-            f'  - job_name: {job}\n    static_configs: [{{targets: ["{t}"]}}]\n'
-            for job, t in targets.items()
+            f"  - job_name: {job}\n    static_configs:\n"
+            + "".join(f'      - {{targets: ["{t}"], labels: {{service: {s}}}}}\n' for t, s in ts)
+            for job, ts in targets.items()
         )
     )
     proc = subprocess.Popen(
