@@ -1,0 +1,273 @@
+'use strict';
+// The gRPC service on @grpc/grpc-js: thin adapters from the contract to the shared core, as
+// services/wirelab/rpc/servicer.py, with the health service, reflection and the contract's metrics.
+//
+// Every method is registered taking and returning raw bytes and decodes/encodes here instead, as
+// rpc/intake.py does: grpc-js answers a request that does not parse with INTERNAL, uncounted, where
+// the contract wants INVALID_ARGUMENT; and the metrics count protobuf bytes without encoding twice.
+const grpc = require('@grpc/grpc-js');
+const { HealthImplementation } = require('grpc-health-check');
+const { ReflectionService } = require('@grpc/reflection');
+const core = require('../core');
+const contract = require('../contract');
+const { startCall } = require('../metrics');
+const proto = require('../proto');
+
+const CODE_NAMES = Object.fromEntries(Object.entries(grpc.status).map(([name, n]) => [n, name]));
+const KIND_OF = Object.fromEntries(Object.entries(contract.DATA.calls).map(([kind, call]) => [call, kind]));
+const HEALTH_NAMES = ['', proto.SERVICE, 'grpc.health.v1.Health'];
+
+class Refused extends Error {
+  constructor(code, details) {
+    super(details);
+    this.code = code;
+    this.details = details;
+  }
+}
+
+/** The status that answers ``exc`` (CoreError's mapping as rpc/errors.py's status_of). */
+function refusal(exc) {
+  if (exc instanceof Refused) return exc;
+  if (exc instanceof core.CoreError) {
+    return new Refused(exc.overLimit ? grpc.status.RESOURCE_EXHAUSTED : grpc.status.INVALID_ARGUMENT, exc.message);
+  }
+  console.error(exc);
+  return new Refused(grpc.status.INTERNAL, 'Internal error');
+}
+
+function decoder(method) {
+  const what = method.requestType.type.name;
+  return (raw) => {
+    try {
+      return method.requestDeserialize(raw);
+    } catch (exc) {
+      throw new Refused(grpc.status.INVALID_ARGUMENT, `request is not a valid wirelab.v1.${what}: ${exc.message}`);
+    }
+  };
+}
+
+/** Write ``buf`` to a server stream, waiting for it to drain; false once the call is over. */
+function writeDrained(call, buf) {
+  if (call.cancelled || call.destroyed) return Promise.resolve(false);
+  if (call.write(buf)) return Promise.resolve(true);
+  return new Promise((resolve) => {
+    const done = (ok) => {
+      call.off('drain', onDrain);
+      call.off('cancelled', onGone);
+      resolve(ok);
+    };
+    const onDrain = () => done(true);
+    const onGone = () => done(false);
+    call.on('drain', onDrain);
+    call.on('cancelled', onGone);
+  });
+}
+
+function behaviours(methods, limits) {
+  const decode = Object.fromEntries(Object.entries(methods).map(([name, m]) => [name, decoder(m)]));
+  const encode = Object.fromEntries(Object.entries(methods).map(([name, m]) => [name, m.responseSerialize]));
+  return {
+    // One request, one reply: (raw request) -> reply message object.
+    async ProcessOrder(raw) {
+      if (raw.length > limits.maxOrderBytes) throw core.orderTooLarge(limits);
+      const r = decode.ProcessOrder(raw);
+      const order = r.order || {};
+      const t = await core.processOrder(order, r.work_ms, r.count_words, limits);
+      return encode.ProcessOrder({
+        order_id: order.order_id || '',
+        item_count: t.itemCount,
+        total_cents: String(t.totalCents),
+        word_count: t.wordCount,
+        char_count: t.charCount,
+        order,
+      });
+    },
+    async Upload(raw) {
+      const d = core.hashBlob(decode.Upload(raw).data, limits);
+      return encode.Upload({ size: String(d.size), sha256: d.sha256 });
+    },
+    async Download(raw) {
+      const size = core.checkBlobSize(Number(decode.Download(raw).size), limits);
+      return encode.Download({ data: core.payload(size), size: String(size), sha256: core.digest(size) });
+    },
+    // One request, a stream of replies: yields encoded messages.
+    async *StreamMessages(raw, call) {
+      const r = decode.StreamMessages(raw);
+      const plan = core.streamPlan(r.count, r.size, r.interval_ms, limits);
+      for await (const [seq, data] of core.messages(plan, () => call.cancelled)) {
+        yield encode.StreamMessages({ seq, payload: data });
+      }
+    },
+    async *DownloadStream(raw, call) {
+      const r = decode.DownloadStream(raw);
+      const size = core.checkBlobSize(Number(r.size), limits);
+      const step = core.checkChunkSize(r.chunk_size, limits);
+      // Size and SHA-256 travel first, in initial metadata (the proto's comment).
+      const metadata = new grpc.Metadata();
+      metadata.set('x-wirelab-size', String(size));
+      metadata.set('x-wirelab-sha256', core.digest(size));
+      call.sendMetadata(metadata);
+      for (const data of core.chunks(size, step)) yield encode.DownloadStream({ data });
+    },
+    // A stream of requests, one reply: a fresh {update(raw), reply()} per call.
+    UploadStream() {
+      const hasher = new core.Hasher(limits);
+      return {
+        update: (raw) => hasher.update(decode.UploadStream(raw).data),
+        reply: () => encode.UploadStream({ size: String(hasher.size), sha256: hasher.hexdigest() }),
+      };
+    },
+    // A stream of requests, each answered: (raw ping) -> encoded pong.
+    PingPong(raw) {
+      const ping = decode.PingPong(raw);
+      const [seq, payload] = core.pong(ping.seq, ping.payload, limits);
+      return encode.PingPong({ seq, payload });
+    },
+  };
+}
+
+function finishWith(measured, exc) {
+  const name = CODE_NAMES[exc.code] || 'UNKNOWN';
+  measured.finish(contract.grpcOutcome(name), name);
+}
+
+/** grpc-js handlers (raw bytes in and out) around ``b``, each call measured into ``metrics``. */
+function handlers(b, metrics) {
+  const start = (name) => startCall(metrics, KIND_OF[name]);
+  const cancelled = (call, measured) => call.on('cancelled', () => measured.finish('cancelled', 'CANCELLED'));
+  const unary = (name) => async (call, callback) => {
+    const measured = start(name);
+    cancelled(call, measured);
+    measured.received(call.request.length);
+    try {
+      const reply = await b[name](call.request);
+      measured.sent(reply.length);
+      callback(null, reply);
+      measured.finish('ok', 'OK');
+    } catch (exc) {
+      const refused = refusal(exc);
+      callback({ code: refused.code, details: refused.details });
+      finishWith(measured, refused);
+    }
+  };
+  const serverStream = (name) => async (call) => {
+    const measured = start(name);
+    cancelled(call, measured);
+    measured.received(call.request.length);
+    try {
+      for await (const reply of b[name](call.request, call)) {
+        if (!(await writeDrained(call, reply))) return;
+        measured.sent(reply.length);
+      }
+      call.end();
+      measured.finish('ok', 'OK');
+    } catch (exc) {
+      const refused = refusal(exc);
+      call.emit('error', { code: refused.code, details: refused.details });
+      finishWith(measured, refused);
+    }
+  };
+  return {
+    ProcessOrder: unary('ProcessOrder'),
+    Upload: unary('Upload'),
+    Download: unary('Download'),
+    StreamMessages: serverStream('StreamMessages'),
+    DownloadStream: serverStream('DownloadStream'),
+    UploadStream(call, callback) {
+      const measured = start('UploadStream');
+      cancelled(call, measured);
+      const upload = b.UploadStream();
+      let refused = null;
+      call.on('data', (raw) => {
+        if (refused !== null) return;
+        measured.received(raw.length);
+        try {
+          upload.update(raw);
+        } catch (exc) {
+          refused = refusal(exc);
+          callback({ code: refused.code, details: refused.details });
+          finishWith(measured, refused);
+        }
+      });
+      call.on('end', () => {
+        if (refused !== null) return;
+        const reply = upload.reply();
+        measured.sent(reply.length);
+        callback(null, reply);
+        measured.finish('ok', 'OK');
+      });
+    },
+    PingPong(call) {
+      const measured = start('PingPong');
+      cancelled(call, measured);
+      let refused = null;
+      call.on('data', (raw) => {
+        if (refused !== null) return;
+        measured.received(raw.length);
+        try {
+          const reply = b.PingPong(raw);
+          call.write(reply);
+          measured.sent(reply.length);
+        } catch (exc) {
+          refused = refusal(exc);
+          call.emit('error', { code: refused.code, details: refused.details });
+          finishWith(measured, refused);
+        }
+      });
+      call.on('end', () => {
+        if (refused !== null) return;
+        call.end();
+        measured.finish('ok', 'OK');
+      });
+    },
+  };
+}
+
+/** The service definition with every method taking and returning raw bytes. */
+function rawDefinition(methods) {
+  const identity = (x) => x;
+  return Object.fromEntries(Object.entries(methods).map(([name, m]) => [
+    name, { ...m, requestDeserialize: identity, responseSerialize: identity },
+  ]));
+}
+
+/** A grpc-js server with the WireLab, health and reflection services (not yet bound). */
+function createGrpcServer(settings, metrics) {
+  const packageDefinition = proto.load();
+  const methods = packageDefinition[proto.SERVICE];
+  // Room for the protobuf framing around the largest blob (settings.py's grpc_max_message_bytes).
+  const maxMessage = settings.limits.maxPayloadBytes + 1024 * 1024;
+  const server = new grpc.Server({
+    'grpc.max_receive_message_length': maxMessage,
+    'grpc.max_send_message_length': maxMessage,
+  });
+  server.addService(rawDefinition(methods), handlers(behaviours(methods, settings.limits), metrics));
+  const health = new HealthImplementation(Object.fromEntries(HEALTH_NAMES.map((n) => [n, 'SERVING'])));
+  health.addToServer(server);
+  new ReflectionService(packageDefinition).addToServer(server);
+  server.health = health;
+  server.drain = (graceSeconds) => new Promise((resolve) => {
+    // NOT_SERVING first so health-checking clients stop sending, then drain calls in flight.
+    for (const name of HEALTH_NAMES) health.setStatus(name, 'NOT_SERVING');
+    const force = setTimeout(() => {
+      server.forceShutdown();
+      resolve();
+    }, graceSeconds * 1000);
+    force.unref();
+    server.tryShutdown(() => {
+      clearTimeout(force);
+      resolve();
+    });
+  });
+  return server;
+}
+
+/** Bind ``server`` to host:port; resolves with the port bound. */
+function bind(server, host, port) {
+  const address = host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`;
+  return new Promise((resolve, reject) => {
+    server.bindAsync(address, grpc.ServerCredentials.createInsecure(), (err, bound) => (err ? reject(err) : resolve(bound)));
+  });
+}
+
+module.exports = { bind, createGrpcServer };

@@ -1,0 +1,12 @@
+'use strict';
+// Where the lab's shared files are: this runtime reads them as they are, never a copy.
+const path = require('node:path');
+
+const ROOT = process.env.WIRELAB_ROOT || path.resolve(__dirname, '..', '..');
+
+module.exports = {
+  ROOT,
+  PROTO: path.join(ROOT, 'proto', 'wirelab', 'v1', 'wirelab.proto'),
+  PROTO_ROOT: path.join(ROOT, 'proto'),
+  CONTRACT: path.join(ROOT, 'services', 'wirelab', 'contract', 'metrics.json'),
+};

@@ -1,0 +1,335 @@
+'use strict';
+// The REST service on Node's own `http` module: the routes of services/wirelab/rest/routes.py, the
+// same error mapping (CoreError -> 400/413, bad input -> 422, {"detail": "..."} bodies), health and
+// (unless switched off) the contract's metrics, counted around each call as the Python middleware.
+//
+// `http` rather than Fastify: POST /v1/orders (a 3-item order, 64 keep-alive connections, 3 s,
+// one core each for server and load, `node test/bench/http-vs-fastify.js`) measured the plain
+// server at <FIGURE> of Fastify's throughput; docs/node.md has the run. With our own validation
+// and metrics wrapping either way, Fastify's router and schema compiler would add a dependency for
+// nine routes and no measured gain.
+const http = require('node:http');
+const { WebSocketServer } = require('ws');
+const core = require('../core');
+const contract = require('../contract');
+const { startCall } = require('../metrics');
+const codec = require('./codec');
+const validate = require('./validate');
+
+const OCTETS = 'application/octet-stream';
+const NDJSON = 'application/x-ndjson';
+const JSON_TYPE = 'application/json';
+
+// (method, path) -> kind, as rest/middleware.py's KINDS.
+const KINDS = new Map([
+  ['POST /v1/orders', 'unary'],
+  ['GET /v1/stream', 'server_stream'],
+  ['POST /v1/blobs', 'upload'],
+  ['POST /v1/blobs/json', 'upload_json'],
+  ['POST /v1/blobs/stream', 'upload_chunked'],
+  ['GET /v1/blobs', 'download'],
+  ['GET /v1/blobs/json', 'download_json'],
+  ['GET /v1/blobs/stream', 'download_chunked'],
+]);
+const PATHS = new Map();
+for (const key of KINDS.keys()) {
+  const [method, path] = key.split(' ');
+  PATHS.set(path, [...(PATHS.get(path) || []), method]);
+}
+// Kinds whose bodies are streams: each piece counts as a message.
+const STREAMED_IN = new Set(['upload_chunked']);
+const STREAMED_OUT = new Set(['server_stream', 'download_chunked']);
+// Close codes the server sends for bad ping frames, as the HTTP status they stand for.
+const CLOSE_STATUS = new Map([[1000, 101], [1007, 400], [1008, 400], [1009, 413]]);
+const CLEAN_CLIENT_CLOSE = new Set([1000, 1001, 1005]);
+
+class HttpError extends Error {
+  constructor(status, detail, headers = {}) {
+    super(detail);
+    this.status = status;
+    this.headers = headers;
+  }
+}
+
+function statusOf(exc) {
+  if (exc instanceof core.CoreError) return exc.overLimit ? 413 : 400;
+  if (exc instanceof validate.Invalid) return 422;
+  if (exc instanceof HttpError) return exc.status;
+  return 500;
+}
+
+/** Counts a response's body bytes and messages into ``call`` as they are written. */
+function measureResponse(res, call, kind) {
+  const write = res.write.bind(res);
+  const end = res.end.bind(res);
+  const streamed = STREAMED_OUT.has(kind);
+  let sentOne = false;
+  const count = (chunk) => {
+    if (chunk && chunk.length) {
+      const n = typeof chunk === 'string' ? Buffer.byteLength(chunk) : chunk.length;
+      // A whole body counts once (as a message), a stream each piece.
+      call.sent(n, streamed || !sentOne ? 1 : 0);
+      sentOne = true;
+    }
+  };
+  res.write = (chunk, ...rest) => {
+    count(chunk);
+    return write(chunk, ...rest);
+  };
+  res.end = (chunk, ...rest) => {
+    if (typeof chunk !== 'function') count(chunk);
+    return end(chunk, ...rest);
+  };
+}
+
+/** Read a whole request body, refusing it past ``limit`` (413), counting it into ``call``. */
+function readBody(req, limit, call, kind, onPiece = null) {
+  const declared = req.headers['content-length'];
+  if (declared !== undefined && Number(declared) > limit) {
+    return Promise.reject(new core.CoreError(`body of ${declared} bytes is over the limit of ${limit}`, { overLimit: true }));
+  }
+  const streamed = STREAMED_IN.has(kind);
+  return new Promise((resolve, reject) => {
+    const pieces = [];
+    let size = 0;
+    let failed = false;
+    req.on('data', (piece) => {
+      if (failed) return;
+      call.received(piece.length, streamed ? 1 : 0);
+      size += piece.length;
+      try {
+        if (onPiece !== null) {
+          onPiece(piece);
+          return;
+        }
+        if (size > limit) throw new core.CoreError(`body is over the limit of ${limit} bytes`, { overLimit: true });
+        pieces.push(piece);
+      } catch (exc) {
+        failed = true;
+        reject(exc);
+      }
+    });
+    req.on('end', () => failed || resolve(Buffer.concat(pieces, size)));
+    req.on('error', reject);
+    req.on('aborted', () => reject(new HttpError(499, 'client went away')));
+  });
+}
+
+function parseJson(body) {
+  try {
+    return JSON.parse(body.toString('utf8'));
+  } catch (exc) {
+    throw new validate.Invalid('body', `JSON decode error: ${exc.message}`);
+  }
+}
+
+function sendJson(res, status, text, headers = {}) {
+  const body = Buffer.from(text);
+  res.writeHead(status, { 'content-type': JSON_TYPE, 'content-length': body.length, ...headers });
+  res.end(body);
+}
+
+/** Write ``piece``, waiting for the socket to drain; false once the client has gone. */
+function writeDrained(res, piece) {
+  if (res.destroyed) return Promise.resolve(false);
+  if (res.write(piece)) return Promise.resolve(true);
+  return new Promise((resolve) => {
+    const done = (ok) => {
+      res.off('drain', onDrain);
+      res.off('close', onClose);
+      resolve(ok);
+    };
+    const onDrain = () => done(true);
+    const onClose = () => done(false);
+    res.on('drain', onDrain);
+    res.on('close', onClose);
+  });
+}
+
+function blobHeaders(size) {
+  return { 'x-wirelab-size': String(size), 'x-wirelab-sha256': core.digest(size) };
+}
+
+function orderReplyJson(request, totals) {
+  // Built by hand: total_cents is a 64-bit integer, which JSON.stringify cannot write from a BigInt.
+  const o = request.order;
+  return `{"order_id":${JSON.stringify(o.order_id)},"item_count":${totals.itemCount},` +
+    `"total_cents":${totals.totalCents},"word_count":${totals.wordCount},` +
+    `"char_count":${totals.charCount},"order":${JSON.stringify(o)}}`;
+}
+
+function routes(limits) {
+  // base64 makes a JSON body 4/3 of the blob; allow that plus the JSON around it (routes.py).
+  const jsonLimit = Math.floor((limits.maxPayloadBytes + 2) / 3) * 4 + 1024;
+  return {
+    async unary(req, res, params, call) {
+      const body = await readBody(req, limits.maxOrderBytes, call, 'unary');
+      const request = validate.orderRequest(parseJson(body));
+      const totals = await core.processOrder(request.order, request.work_ms, request.count_words, limits);
+      sendJson(res, 200, orderReplyJson(request, totals));
+    },
+    async server_stream(req, res, params) {
+      const plan = core.streamPlan(
+        validate.queryInt(params, 'count'), validate.queryInt(params, 'size'),
+        validate.queryInt(params, 'interval_ms'), limits,
+      );
+      const encoded = plan.data.toString('base64');
+      res.writeHead(200, { 'content-type': NDJSON });
+      for await (const [seq] of core.messages(plan, () => res.destroyed)) {
+        if (!(await writeDrained(res, codec.ndjsonLine(seq, encoded)))) return;
+      }
+      res.end();
+    },
+    async upload(req, res, params, call) {
+      const body = await readBody(req, limits.maxPayloadBytes, call, 'upload');
+      const d = core.hashBlob(body, limits);
+      sendJson(res, 200, JSON.stringify({ size: d.size, sha256: d.sha256 }));
+    },
+    async upload_json(req, res, params, call) {
+      const body = await readBody(req, jsonLimit, call, 'upload_json');
+      const data = codec.decodeB64(validate.blobUpload(parseJson(body)), 'data');
+      const d = core.hashBlob(data, limits);
+      sendJson(res, 200, JSON.stringify({ size: d.size, sha256: d.sha256 }));
+    },
+    async upload_chunked(req, res, params, call) {
+      const hasher = new core.Hasher(limits);
+      await readBody(req, limits.maxPayloadBytes, call, 'upload_chunked', (piece) => hasher.update(piece));
+      sendJson(res, 200, JSON.stringify({ size: hasher.size, sha256: hasher.hexdigest() }));
+    },
+    async download(req, res, params) {
+      const size = core.checkBlobSize(validate.queryInt(params, 'size'), limits);
+      const body = core.payload(size);
+      res.writeHead(200, { 'content-type': OCTETS, 'content-length': size, ...blobHeaders(size) });
+      res.end(body);
+    },
+    async download_json(req, res, params) {
+      const size = core.checkBlobSize(validate.queryInt(params, 'size'), limits);
+      const data = core.payload(size).toString('base64');
+      sendJson(res, 200, `{"data":"${data}","size":${size},"sha256":"${core.digest(size)}"}`);
+    },
+    async download_chunked(req, res, params) {
+      const size = core.checkBlobSize(validate.queryInt(params, 'size'), limits);
+      const step = core.checkChunkSize(validate.queryInt(params, 'chunk_size'), limits);
+      res.writeHead(200, { 'content-type': OCTETS, ...blobHeaders(size) });
+      for (const piece of core.chunks(size, step)) {
+        if (!(await writeDrained(res, piece))) return;
+      }
+      res.end();
+    },
+  };
+}
+
+/** Answer ``exc`` with {"detail": ...} unless the response has started (then cut it off). */
+function answerError(res, exc) {
+  const status = statusOf(exc);
+  if (status === 500) console.error(exc);
+  if (res.headersSent) {
+    res.destroy();
+    return;
+  }
+  if (status === 499) return;
+  // A refused body may still be arriving: close rather than read it to its end.
+  const headers = { ...(exc.headers || {}), ...(status === 413 ? { connection: 'close' } : {}) };
+  const detail = status === 500 ? 'Internal Server Error' : exc.message;
+  sendJson(res, status, JSON.stringify({ detail }), headers);
+}
+
+function pingpong(wss, metrics, limits) {
+  return (req, socket, head) => {
+    const call = startCall(metrics, 'bidi');
+    wss.handleUpgrade(req, socket, head, (ws) => {
+      let status = 101;
+      let serverClose = 0;
+      ws.on('message', (data, isBinary) => {
+        call.received(data.length);
+        try {
+          if (isBinary) throw new core.CoreError('ping frames must be JSON text frames');
+          const answer = codec.answerPing(data.toString('utf8'), limits);
+          call.sent(Buffer.byteLength(answer));
+          ws.send(answer);
+        } catch (exc) {
+          if (!(exc instanceof core.CoreError)) throw exc;
+          // 1009 = message too big, 1007 = invalid payload data (RFC 6455 section 7.4.1).
+          serverClose = exc.overLimit ? 1009 : 1007;
+          status = CLOSE_STATUS.get(serverClose);
+          ws.close(serverClose, exc.message.slice(0, 120));
+        }
+      });
+      ws.on('close', (code) => {
+        if (serverClose || CLEAN_CLIENT_CLOSE.has(code)) {
+          call.finish(contract.httpOutcome(status), String(status));
+        } else {
+          call.finish('cancelled', '499');
+        }
+      });
+    });
+  };
+}
+
+/** The REST server: ``listen`` it; ``drain(graceSeconds)`` drains it. */
+function createRestServer(settings, metrics) {
+  const handlers = routes(settings.limits);
+  const server = http.createServer({
+    maxHeaderSize: settings.restMaxHeaderBytes || undefined,
+  }, async (req, res) => {
+    const url = new URL(req.url, 'http://localhost');
+    if (url.pathname === '/healthz') {
+      sendJson(res, 200, '{"status":"ok"}');
+      return;
+    }
+    const kind = KINDS.get(`${req.method} ${url.pathname}`) || contract.OTHER_KIND;
+    const call = startCall(metrics, kind);
+    measureResponse(res, call, kind);
+    if (!STREAMED_IN.has(kind)) call.received(0, 1);
+    res.on('close', () => {
+      if (res.writableFinished) call.finish(contract.httpOutcome(res.statusCode), String(res.statusCode));
+      else call.finish('cancelled', '499');
+    });
+    try {
+      // HEAD is served as GET (Node sends no body) and counted as "other", as Starlette does.
+      const handler = handlers[kind] ||
+        (req.method === 'HEAD' ? handlers[KINDS.get(`GET ${url.pathname}`)] : undefined);
+      if (handler === undefined) {
+        const allowed = PATHS.get(url.pathname);
+        if (allowed === undefined) throw new HttpError(404, 'Not Found');
+        const methods = new Set([...allowed, ...(allowed.includes('GET') ? ['HEAD'] : [])]);
+        throw new HttpError(405, 'Method Not Allowed', { allow: [...methods].sort().join(', ') });
+      }
+      if (req.method === 'GET' || req.method === 'HEAD') {
+        req.on('data', (piece) => call.received(piece.length, 0)).resume();
+      }
+      await handler(req, res, url.searchParams, call);
+    } catch (exc) {
+      answerError(res, exc);
+    }
+  });
+  if (settings.restHeaderTimeoutSeconds) server.headersTimeout = settings.restHeaderTimeoutSeconds * 1000;
+  // The pings' own limit applies to the decoded payload; a frame may carry its base64 and the JSON.
+  const wss = new WebSocketServer({ noServer: true, maxPayload: Math.ceil(settings.limits.maxMessageBytes / 3) * 4 + 1024 });
+  const upgrade = pingpong(wss, metrics, settings.limits);
+  server.on('upgrade', (req, socket, head) => {
+    if (new URL(req.url, 'http://localhost').pathname === '/v1/pingpong') {
+      upgrade(req, socket, head);
+      return;
+    }
+    const call = startCall(metrics, contract.OTHER_KIND);
+    socket.end('HTTP/1.1 403 Forbidden\r\ncontent-length: 0\r\nconnection: close\r\n\r\n');
+    call.finish(contract.httpOutcome(403), '403');
+  });
+  server.drain = (graceSeconds) => new Promise((resolve) => {
+    for (const ws of wss.clients) ws.close(1001, 'server shutting down');
+    const force = setTimeout(() => {
+      server.closeAllConnections();
+      for (const ws of wss.clients) ws.terminate();
+    }, graceSeconds * 1000);
+    force.unref();
+    server.close(() => {
+      clearTimeout(force);
+      resolve();
+    });
+    server.closeIdleConnections();
+  });
+  return server;
+}
+
+module.exports = { createRestServer, KINDS };

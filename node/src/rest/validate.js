@@ -1,0 +1,103 @@
+'use strict';
+// The REST request models of services/wirelab/rest/models.py, checked by hand: an invalid body is
+// a 422 with {"detail": "<where>: <what>"}, as FastAPI answers a pydantic ValidationError.
+
+class Invalid extends Error {
+  constructor(where, what) {
+    super(`${where}: ${what}`);
+    this.name = 'Invalid';
+  }
+}
+
+function isObject(value) {
+  return value !== null && typeof value === 'object' && !Array.isArray(value);
+}
+
+// A proto `string`: any Unicode text, which a lone surrogate is not (models.py's _unicode).
+function text(value, where) {
+  if (typeof value !== 'string') throw new Invalid(where, 'Input should be a valid string');
+  if (!value.isWellFormed()) throw new Invalid(where, 'Value error, holds a lone surrogate, which is not Unicode text');
+  return value;
+}
+
+// JSON Schema's integer: a number without a fractional part (20.0 is one), not a string nor a
+// boolean (models.py's _json_integer).
+function integer(value, where) {
+  if (typeof value !== 'number') throw new Invalid(where, 'Input should be a valid integer');
+  if (!Number.isInteger(value)) {
+    throw new Invalid(where, 'Input should be a valid integer, got a number with a fractional part');
+  }
+  return value;
+}
+
+function object(value, where) {
+  if (!isObject(value)) throw new Invalid(where, 'Input should be a valid dictionary or object to extract fields from');
+  return value;
+}
+
+function field(obj, name, check, fallback, where) {
+  return obj[name] === undefined ? fallback : check(obj[name], where ? `${where}.${name}` : name);
+}
+
+function lineItem(value, where) {
+  const o = object(value, where);
+  return {
+    sku: field(o, 'sku', text, '', where),
+    quantity: field(o, 'quantity', integer, 0, where),
+    unit_price_cents: field(o, 'unit_price_cents', integer, 0, where),
+  };
+}
+
+function order(value, where) {
+  const o = object(value, where);
+  const items = field(o, 'items', (v, w) => {
+    if (!Array.isArray(v)) throw new Invalid(w, 'Input should be a valid list');
+    return v.map((item, i) => lineItem(item, `${w}.${i}`));
+  }, [], where);
+  const attributes = field(o, 'attributes', (v, w) => {
+    const out = {};
+    for (const [key, val] of Object.entries(object(v, w))) {
+      out[text(key, `${w}.${key}.[key]`)] = text(val, `${w}.${key}`);
+    }
+    return out;
+  }, {}, where);
+  return {
+    order_id: field(o, 'order_id', text, '', where),
+    customer_id: field(o, 'customer_id', text, '', where),
+    items,
+    attributes,
+    note: field(o, 'note', text, '', where),
+  };
+}
+
+/** An OrderRequest body (parsed JSON): the order as the REST model holds it. */
+function orderRequest(value) {
+  const o = object(value, 'body');
+  return {
+    order: field(o, 'order', order, order({}, 'order'), ''),
+    work_ms: field(o, 'work_ms', integer, 0, ''),
+    count_words: field(o, 'count_words', (v, w) => {
+      if (typeof v !== 'boolean') throw new Invalid(w, 'Input should be a valid boolean');
+      return v;
+    }, false, ''),
+  };
+}
+
+/** A BlobUpload body: its base64 ``data`` string. */
+function blobUpload(value) {
+  const o = object(value, 'body');
+  if (o.data === undefined) throw new Invalid('data', 'Field required');
+  return text(o.data, 'data');
+}
+
+/** A query parameter as FastAPI reads an ``int = 0`` argument. */
+function queryInt(params, name) {
+  const raw = params.get(name);
+  if (raw === null) return 0;
+  if (!/^\s*[-+]?\d+\s*$/.test(raw)) {
+    throw new Invalid(`query.${name}`, 'Input should be a valid integer, unable to parse string as an integer');
+  }
+  return Number(raw);
+}
+
+module.exports = { Invalid, blobUpload, orderRequest, queryInt };

@@ -1,0 +1,64 @@
+'use strict';
+// The WIRELAB_* knobs this runtime honours, with services/wirelab/settings.py's defaults.
+// Knobs of the Python servers' own machinery (handler modes, thread pools, topologies, the body
+// timeout, concurrency caps, the payload budget) are not implemented here yet: docs/node.md.
+
+const INTS = {
+  rest_port: 8000,
+  grpc_port: 50051,
+  metrics_port: 9100,
+  max_payload_bytes: 268435456,
+  chunk_bytes: 1048576,
+  max_stream_count: 100000,
+  max_message_bytes: 4194304,
+  max_interval_ms: 10000,
+  max_work_ms: 60000,
+  max_order_bytes: 1048576,
+  grace_seconds: 10,
+  rest_max_header_bytes: 65536,
+  rest_header_timeout_seconds: 10,
+};
+
+function envName(name) {
+  return `WIRELAB_${name.toUpperCase()}`;
+}
+
+/** Resolve the knobs from ``env`` (process.env by default); throws on a bad value. */
+function load(env = process.env) {
+  const ints = {};
+  for (const [name, fallback] of Object.entries(INTS)) {
+    const text = env[envName(name)];
+    if (text === undefined || text === '') {
+      ints[name] = fallback;
+    } else if (/^\d+$/.test(text)) {
+      ints[name] = Number(text);
+    } else {
+      throw new Error(`${envName(name)} must be a non-negative integer (got ${JSON.stringify(text)})`);
+    }
+  }
+  const metrics = env.WIRELAB_METRICS || 'on';
+  if (metrics !== 'on' && metrics !== 'off') {
+    throw new Error('WIRELAB_METRICS must be one of on, off');
+  }
+  return {
+    host: env.WIRELAB_HOST || '0.0.0.0',
+    restPort: ints.rest_port,
+    grpcPort: ints.grpc_port,
+    metricsPort: ints.metrics_port,
+    metrics: metrics === 'on',
+    graceSeconds: ints.grace_seconds,
+    restMaxHeaderBytes: ints.rest_max_header_bytes,
+    restHeaderTimeoutSeconds: ints.rest_header_timeout_seconds,
+    limits: {
+      maxPayloadBytes: ints.max_payload_bytes,
+      chunkBytes: ints.chunk_bytes,
+      maxStreamCount: ints.max_stream_count,
+      maxMessageBytes: ints.max_message_bytes,
+      maxIntervalMs: ints.max_interval_ms,
+      maxWorkMs: ints.max_work_ms,
+      maxOrderBytes: ints.max_order_bytes,
+    },
+  };
+}
+
+module.exports = { load, envName, INTS };
