@@ -1,8 +1,10 @@
 'use strict';
 // The one contract, proto/wirelab/v1/wirelab.proto, loaded at run time with @grpc/proto-loader
-// (no generated code to drift; test/proto.test.js holds the loaded service to the file's methods).
+// (no generated code to drift; test/proto.test.js holds the loaded service to the file's methods);
+// replies are encoded with protobufjs, canonically (see canonical).
 const protoLoader = require('@grpc/proto-loader');
-const { PROTO_ROOT } = require('./paths');
+const protobuf = require('protobufjs');
+const { PROTO, PROTO_ROOT } = require('./paths');
 
 const SERVICE = 'wirelab.v1.WireLab';
 // Field names as the proto spells them (the REST JSON uses them too); 64-bit integers as decimal
@@ -13,4 +15,44 @@ function load() {
   return protoLoader.loadSync('wirelab/v1/wirelab.proto', OPTIONS);
 }
 
-module.exports = { SERVICE, OPTIONS, load };
+function isDefault(value) {
+  if (value === 0 || value === '' || value === false) return true;
+  if (value instanceof Uint8Array) return value.length === 0;
+  return protobuf.util.Long.isLong(value) && value.isZero();
+}
+
+/** Drop the scalar fields that hold their default, through nested messages: proto3 leaves them
+ * off the wire, as Python's protobuf does, where protobufjs writes every field that is set
+ * (a StreamMessage with seq 0 was 14 bytes here and 12 from Python; an echoed order 12 more). */
+function canonical(type, message) {
+  for (const field of type.fieldsArray) {
+    const value = message[field.name];
+    if (value === undefined || value === null) continue;
+    const nested = field.resolvedType instanceof protobuf.Type ? field.resolvedType : null;
+    if (field.map) {
+      if (nested) for (const v of Object.values(value)) canonical(nested, v);
+    } else if (field.repeated) {
+      if (nested) for (const v of value) canonical(nested, v);
+    } else if (nested) {
+      canonical(nested, value);
+    } else if (isDefault(value)) {
+      delete message[field.name];
+    }
+  }
+  return message;
+}
+
+/** message name -> (plain object with proto field names) -> its canonical protobuf bytes. */
+function encoders() {
+  const root = new protobuf.Root().loadSync(PROTO, { keepCase: true });
+  root.resolveAll();
+  const service = root.lookupService(SERVICE);
+  const found = {};
+  for (const method of service.methodsArray) {
+    const type = method.resolvedResponseType;
+    found[method.name] = (object) => Buffer.from(type.encode(canonical(type, type.fromObject(object))).finish());
+  }
+  return found;
+}
+
+module.exports = { SERVICE, OPTIONS, encoders, load };

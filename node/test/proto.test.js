@@ -34,3 +34,12 @@ test('every gRPC call the contract names is a method of the service', () => {
   const methods = proto.load()[proto.SERVICE];
   for (const kind of contract.KINDS.grpc) assert.ok(methods[contract.DATA.calls[kind]], kind);
 });
+
+test('replies are encoded canonically: proto3 defaults left off the wire, as Python does', () => {
+  const encode = proto.encoders();
+  // StreamMessage{seq: 0, payload: "ab"}: only field 2 (tag 0x12), length 2.
+  assert.deepEqual([...encode.StreamMessages({ seq: 0, payload: Buffer.from('ab') })], [0x12, 0x02, 0x61, 0x62]);
+  // An empty order is still present (field 6, length 0); its zero line item keeps only itself.
+  assert.deepEqual([...encode.ProcessOrder({ order: { items: [{ quantity: 0 }] } })], [0x32, 0x02, 0x1a, 0x00]);
+  assert.deepEqual([...encode.ProcessOrder({ total_cents: '0', order: {} })], [0x32, 0x00]);
+});

@@ -65,7 +65,7 @@ function writeDrained(call, buf) {
 
 function behaviours(methods, limits) {
   const decode = Object.fromEntries(Object.entries(methods).map(([name, m]) => [name, decoder(m)]));
-  const encode = Object.fromEntries(Object.entries(methods).map(([name, m]) => [name, m.responseSerialize]));
+  const encode = proto.encoders();
   return {
     // One request, one reply: (raw request) -> reply message object.
     async ProcessOrder(raw) {
