@@ -138,6 +138,14 @@ test('a client that cancels a stream is counted cancelled', async () => {
   assert.equal(await eventually(() => requests('server_stream', 'cancelled', 'CANCELLED'), 1), 1);
 });
 
+test('a call past its deadline is counted timeout/DEADLINE_EXCEEDED', async () => {
+  const late = new Promise((resolve, reject) => {
+    client.ProcessOrder({ work_ms: 300 }, { deadline: Date.now() + 50 }, (e, r) => (e ? reject(e) : resolve(r)));
+  });
+  await assert.rejects(late, code('DEADLINE_EXCEEDED'));
+  assert.equal(await eventually(() => requests('unary', 'timeout', 'DEADLINE_EXCEEDED'), 1), 1);
+});
+
 test('the health service answers SERVING for the server and WireLab', async () => {
   const Health = grpc.makeGenericClientConstructor(health.service, 'Health');
   const checker = new Health(channel.getTarget(), grpc.credentials.createInsecure());

@@ -205,3 +205,22 @@ test('WebSocket /v1/pingpong: bad frames close with 1007 / 1009, counted 400 / 4
   assert.equal(await eventually(() => requests('bidi', 'client_error', '400'), 2), 2);
   assert.equal(await requests('bidi', 'client_error', '413'), 1);
 });
+
+test('with metrics off (WIRELAB_METRICS=off) the routes serve the same and nothing is counted', async () => {
+  const bare = createRestServer(settings, null);
+  await new Promise((resolve) => bare.listen(0, '127.0.0.1', resolve));
+  try {
+    const reply = await new Promise((resolve, reject) => {
+      const req = http.request({ host: '127.0.0.1', port: bare.address().port, path: '/v1/orders', method: 'POST' }, (res) => {
+        const parts = [];
+        res.on('data', (p) => parts.push(p));
+        res.on('end', () => resolve([res.statusCode, JSON.parse(Buffer.concat(parts))]));
+      });
+      req.on('error', reject);
+      req.end('{"order":{"order_id":"bare"}}');
+    });
+    assert.deepEqual([reply[0], reply[1].order_id], [200, 'bare']);
+  } finally {
+    await bare.drain(1);
+  }
+});

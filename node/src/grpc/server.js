@@ -134,7 +134,12 @@ function finishWith(measured, exc) {
 /** grpc-js handlers (raw bytes in and out) around ``b``, each call measured into ``metrics``. */
 function handlers(b, metrics) {
   const start = (name) => startCall(metrics, KIND_OF[name]);
-  const cancelled = (call, measured) => call.on('cancelled', () => measured.finish('cancelled', 'CANCELLED'));
+  // grpc-js reports a call past its deadline as cancelled too; the contract counts it a timeout.
+  const cancelled = (call, measured) => call.on('cancelled', () => {
+    const deadline = Number(call.getDeadline());
+    if (Number.isFinite(deadline) && Date.now() >= deadline) measured.finish('timeout', 'DEADLINE_EXCEEDED');
+    else measured.finish('cancelled', 'CANCELLED');
+  });
   const unary = (name) => async (call, callback) => {
     const measured = start(name);
     cancelled(call, measured);
