@@ -28,12 +28,25 @@ class Query:
     """``expr`` is what Prometheus receives; ``template`` is the text as written at ``source``.
 
     ``expect_data`` is False for alert conditions: they return series only while firing.
+    ``needs`` names the topology whose series the query reads ("" for the one-hop lab, where the
+    lab's e2e test runs it; ANY_TOPOLOGY or a topology's name, where the topology stage does).
     """
 
     source: str
     expr: str
     template: str
     expect_data: bool = True
+    needs: str = ""
+
+
+ANY_TOPOLOGY = "any topology"
+# Dashboard panels (by title prefix) over series that exist only while a topology runs: the
+# edges' outgoing calls, and the replicas of the cluster topology.
+TOPOLOGY_PANELS = {"Downstream errors/s": ANY_TOPOLOGY, "Per-replica share of": "cluster"}
+
+
+def _needs(title: str) -> str:
+    return next((t for prefix, t in TOPOLOGY_PANELS.items() if title.startswith(prefix)), "")
 
 
 def all_queries() -> list[Query]:
@@ -84,7 +97,8 @@ def dashboard_queries() -> list[Query]:
                     where = f"{path.relative_to(REPO)}: {panel['title']!r} {target['refId']}"
                     if repeat:
                         where += f" [{repeat}={copy}]"
-                    out.append(Query(where, substitute(target["expr"], values), target["expr"]))
+                    expr = substitute(target["expr"], values)
+                    out.append(Query(where, expr, target["expr"], needs=_needs(panel["title"])))
     return out
 
 
@@ -104,16 +118,16 @@ def rule_queries() -> list[Query]:
 
 def export_queries() -> list[Query]:
     """The benchmark runner's EXPORT_QUERIES (name -> PromQL), when bench/ has them, and its
-    TOPOLOGY_EXPORT_QUERIES, which have data only while a topology runs (not in the one-hop lab
-    the e2e test boots)."""
+    TOPOLOGY_EXPORT_QUERIES, which have data only while a topology runs (the topology stage runs
+    them, not the one-hop lab's e2e test)."""
     if not EXPORTS.exists():
         return []
     module = importlib.import_module("wirelab_bench.promql")
     where = EXPORTS.relative_to(REPO)
     out: list[Query] = []
-    for table, expect_data in (("EXPORT_QUERIES", True), ("TOPOLOGY_EXPORT_QUERIES", False)):
+    for table, needs in (("EXPORT_QUERIES", ""), ("TOPOLOGY_EXPORT_QUERIES", ANY_TOPOLOGY)):
         exports: dict[str, str] = getattr(module, table, {})
-        out += [Query(f"{where}: {table}[{n!r}]", e, e, expect_data) for n, e in exports.items()]
+        out += [Query(f"{where}: {table}[{n!r}]", e, e, needs=needs) for n, e in exports.items()]
     return out
 
 

@@ -9,7 +9,13 @@ import promql_parser
 import pytest
 
 from tests.config.catalogue import EXPORTER_LISTS, catalogue, listed_names
-from tests.config.queries import Query, all_queries, substitute
+from tests.config.queries import (
+    TOPOLOGY_PANELS,
+    Query,
+    all_queries,
+    dashboard_queries,
+    substitute,
+)
 
 QUERIES = all_queries()
 KNOWN = catalogue()
@@ -73,3 +79,12 @@ def test_recording_rules_follow_level_metric_operations() -> None:
     for name, origin in KNOWN.items():
         if origin == "recording rules":
             assert re.fullmatch(r"[a-z_]+:[a-z_]+:[a-z0-9_]+", name), name
+
+
+def test_every_topology_panel_prefix_names_panels() -> None:
+    """A renamed panel would otherwise slip into the one-hop lab's e2e check (and fail there)
+    or out of the topology stage's: each prefix must still name dashboard queries."""
+    for prefix, topology in TOPOLOGY_PANELS.items():
+        named = [q for q in dashboard_queries() if f": {prefix}" in q.source.replace("'", "")]
+        assert named, prefix
+        assert all(q.needs == topology for q in named), prefix

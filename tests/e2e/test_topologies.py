@@ -19,7 +19,7 @@ import pytest
 from wirelab.v1 import wirelab_pb2 as pb
 from wirelab.v1 import wirelab_pb2_grpc as pb_grpc
 
-from tests.config.queries import REPO
+from tests.config.queries import ANY_TOPOLOGY, REPO, all_queries
 from tests.e2e.engine import EngineUnavailable, docker_engine, in_ci
 from tests.e2e.lab import Lab, wait_for
 from tests.e2e.prom import Prometheus
@@ -194,6 +194,29 @@ def test_orders_cross_every_hop_and_counts_agree_hop_by_hop(topology: Running) -
         for peer, service in pairs:
             assert sent.get(peer) == ORDERS, (topology.name, peer, sent)
             assert served.get(service) == ORDERS, (topology.name, service, served)
+
+
+def test_the_queries_of_this_topology_return_data(topology: Running) -> None:
+    """Dashboard panels and runner exports over series that only a topology has (the one-hop
+    lab's e2e test runs the others). Rules evaluate every 10 s over 30 s windows: re-checked
+    for 60 s after the orders of the test before."""
+    wanted = [
+        q for q in all_queries() if q.expect_data and q.needs in (ANY_TOPOLOGY, topology.name)
+    ]
+    assert wanted, "tests/config/queries.py marks no query as needing a topology"
+    missing: list[str] = []
+
+    def all_have_data() -> bool:
+        if not missing:  # first round: make sure the window has orders in it
+            send_orders(topology, "rest", 10)
+            send_orders(topology, "grpc", 10)
+        missing[:] = [q.source for q in wanted if not topology.prometheus.query(q.expr)]
+        return not missing
+
+    try:
+        wait_for("every topology query to return data", all_have_data, timeout=60, every=5)
+    except AssertionError:
+        pytest.fail(f"{topology.name}: queries without data:\n" + "\n".join(missing))
 
 
 def _per_replica(prometheus: Prometheus, service: str) -> dict[str, float]:
