@@ -11,7 +11,11 @@ const { ReflectionService } = require('@grpc/reflection');
 const core = require('../core');
 const contract = require('../contract');
 const { startCall } = require('../metrics');
+const { writeDrained } = require('../drain');
 const proto = require('../proto');
+
+// Streams stop producing once the client has gone: the call cancelled.
+const drained = (stream, piece) => writeDrained(stream, piece, 'cancelled', () => stream.cancelled || stream.destroyed);
 
 const CODE_NAMES = Object.fromEntries(Object.entries(grpc.status).map(([name, n]) => [n, name]));
 const KIND_OF = Object.fromEntries(Object.entries(contract.DATA.calls).map(([kind, call]) => [call, kind]));
@@ -44,23 +48,6 @@ function decoder(method) {
       throw new Refused(grpc.status.INVALID_ARGUMENT, `request is not a valid wirelab.v1.${what}: ${exc.message}`);
     }
   };
-}
-
-/** Write ``buf`` to a server stream, waiting for it to drain; false once the call is over. */
-function writeDrained(call, buf) {
-  if (call.cancelled || call.destroyed) return Promise.resolve(false);
-  if (call.write(buf)) return Promise.resolve(true);
-  return new Promise((resolve) => {
-    const done = (ok) => {
-      call.off('drain', onDrain);
-      call.off('cancelled', onGone);
-      resolve(ok);
-    };
-    const onDrain = () => done(true);
-    const onGone = () => done(false);
-    call.on('drain', onDrain);
-    call.on('cancelled', onGone);
-  });
 }
 
 function behaviours(methods, limits) {
@@ -161,7 +148,7 @@ function handlers(b, metrics) {
     measured.received(call.request.length);
     try {
       for await (const reply of b[name](call.request, call)) {
-        if (!(await writeDrained(call, reply))) return;
+        if (!(await drained(call, reply))) return;
         measured.sent(reply.length);
       }
       call.end();

@@ -13,8 +13,12 @@ const { WebSocketServer } = require('ws');
 const core = require('../core');
 const contract = require('../contract');
 const { startCall } = require('../metrics');
+const { writeDrained } = require('../drain');
 const codec = require('./codec');
 const validate = require('./validate');
+
+// Streams stop producing once the client has gone: the response closed.
+const drained = (stream, piece) => writeDrained(stream, piece, 'close', () => stream.destroyed);
 
 const OCTETS = 'application/octet-stream';
 const NDJSON = 'application/x-ndjson';
@@ -129,23 +133,6 @@ function sendJson(res, status, text, headers = {}) {
   res.end(body);
 }
 
-/** Write ``piece``, waiting for the socket to drain; false once the client has gone. */
-function writeDrained(res, piece) {
-  if (res.destroyed) return Promise.resolve(false);
-  if (res.write(piece)) return Promise.resolve(true);
-  return new Promise((resolve) => {
-    const done = (ok) => {
-      res.off('drain', onDrain);
-      res.off('close', onClose);
-      resolve(ok);
-    };
-    const onDrain = () => done(true);
-    const onClose = () => done(false);
-    res.on('drain', onDrain);
-    res.on('close', onClose);
-  });
-}
-
 function blobHeaders(size) {
   return { 'x-wirelab-size': String(size), 'x-wirelab-sha256': core.digest(size) };
 }
@@ -176,7 +163,7 @@ function routes(limits) {
       const encoded = plan.data.toString('base64');
       res.writeHead(200, { 'content-type': NDJSON });
       for await (const [seq] of core.messages(plan, () => res.destroyed)) {
-        if (!(await writeDrained(res, codec.ndjsonLine(seq, encoded)))) return;
+        if (!(await drained(res, codec.ndjsonLine(seq, encoded)))) return;
       }
       res.end();
     },
@@ -212,7 +199,7 @@ function routes(limits) {
       const step = core.checkChunkSize(validate.queryInt(params, 'chunk_size'), limits);
       res.writeHead(200, { 'content-type': OCTETS, ...blobHeaders(size) });
       for (const piece of core.chunks(size, step)) {
-        if (!(await writeDrained(res, piece))) return;
+        if (!(await drained(res, piece))) return;
       }
       res.end();
     },
