@@ -4,6 +4,7 @@ the cluster the spread over replicas and a replica killed mid-run."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -12,14 +13,17 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
+from pathlib import Path
 
 import grpc
 import httpx
+import pandas as pd
 import pytest
 from wirelab.v1 import wirelab_pb2 as pb
 from wirelab.v1 import wirelab_pb2_grpc as pb_grpc
 
 from tests.config.queries import ANY_TOPOLOGY, REPO, all_queries
+from tests.e2e.bench_run import host_env, make, new_run
 from tests.e2e.engine import EngineUnavailable, docker_engine, in_ci
 from tests.e2e.lab import Lab, wait_for
 from tests.e2e.prom import Prometheus
@@ -278,3 +282,35 @@ def test_a_replica_killed_mid_run_gives_explicit_errors_then_recovers(topology: 
         wait_for(f"{container} healthy again", partial(_healthy, container), timeout=90, every=2)
         after = send_orders(topology, protocol, ORDERS)
         assert after == Counter({OK[protocol]: ORDERS}), (protocol, after)
+
+
+def test_bench_and_report_on_this_topology(topology: Running, tmp_path: Path) -> None:
+    """`make bench` with a scenario of this topology, seconds long, then `make report`: the
+    runner finds the edges' downstreams, the tidy rows carry the topology and per-hop columns,
+    and the report's topology section runs without an error."""
+    scenario = tmp_path / f"{topology.name}-smoke.toml"
+    scenario.write_text(
+        f'topology = "{topology.name}"\nkinds = ["unary"]\nwork_ms = {topology.shape.work_ms}\n'
+        'loads = [{ users = 2, label = "smoke" }]\nwarmup_s = 0.5\nduration_s = 2\ncooldown_s = 0\n'
+    )
+    env = host_env(topology.lab) | {"WIRELAB_REPORT_OUTPUT": str(tmp_path)}
+    before = set(topology.lab.results.iterdir())
+    done = make("bench", env, 600, f"SCENARIO={scenario}")
+    assert done.returncode == 0, f"make bench exited {done.returncode}:\n{done.stderr[-4000:]}"
+    run_dir, manifest = new_run(topology.lab.results, before)
+    assert manifest["status"] == "complete", manifest
+    assert manifest["topology"]["name"] == topology.name, manifest["topology"]
+    tidy = pd.read_csv(run_dir / "tidy.csv")
+    assert set(tidy["topology"]) == {topology.name}
+    assert (tidy["errors"] == 0).all(), tidy.to_string()
+    hops = {p: len(pairs) for p, pairs in topology.shape.hops.items()}
+    for _, row in tidy.iterrows():
+        # Window edges can split an order from its downstream calls: a few in a hundred.
+        expected = pytest.approx(hops[row["protocol"]], rel=0.1)
+        assert row["hop_calls_per_order"] == expected, row.to_dict()
+    report = make("report", env, 600, f"RUN={run_dir}")
+    assert report.returncode == 0, f"make report failed:\n{report.stderr[-4000:]}"
+    notebook = json.loads((tmp_path / "report.ipynb").read_text())
+    errors = [o for c in notebook["cells"] for o in c.get("outputs", [])
+              if o.get("output_type") == "error"]  # fmt: skip
+    assert not errors, errors
