@@ -74,7 +74,8 @@ class Relay(Generic[Req, Rep]):
         budget = self.timeout if deadline is None else min(self.timeout, deadline)
         end = loop.time() + budget
         if budget <= 0:
-            raise DownstreamError(self.downstreams[0].peer, "timeout", "the caller's deadline passed")
+            first = self.downstreams[0].peer
+            raise DownstreamError(first, "timeout", "the caller's deadline passed")
         work = work_ms if self.local_work else 0
         if self.parallel:
             try:
