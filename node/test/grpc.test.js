@@ -155,3 +155,21 @@ test('the health service answers SERVING for the server and WireLab', async () =
   }
   checker.close();
 });
+
+test('reflection lists WireLab and health, so ghz and grpcurl need no --proto', async () => {
+  const protoLoader = require('@grpc/proto-loader');
+  const file = require.resolve('@grpc/reflection/build/proto/grpc/reflection/v1/reflection.proto');
+  const reflection = grpc.loadPackageDefinition(protoLoader.loadSync(file, { keepCase: true })).grpc.reflection.v1;
+  const stub = new reflection.ServerReflection(channel.getTarget(), grpc.credentials.createInsecure());
+  const call = stub.ServerReflectionInfo();
+  const answer = new Promise((resolve, reject) => {
+    call.on('data', resolve);
+    call.on('error', reject);
+  });
+  call.write({ list_services: '' });
+  const names = (await answer).list_services_response.service.map((s) => s.name);
+  call.end();
+  stub.close();
+  assert.ok(names.includes(proto.SERVICE), names.join());
+  assert.ok(names.includes('grpc.health.v1.Health'), names.join());
+});

@@ -6,7 +6,8 @@
 // rpc/intake.py does: grpc-js answers a request that does not parse with INTERNAL, uncounted, where
 // the contract wants INVALID_ARGUMENT; and the metrics count protobuf bytes without encoding twice.
 const grpc = require('@grpc/grpc-js');
-const { HealthImplementation } = require('grpc-health-check');
+const { HealthImplementation, protoPath: HEALTH_PROTO } = require('grpc-health-check');
+const protoLoader = require('@grpc/proto-loader');
 const { ReflectionService } = require('@grpc/reflection');
 const core = require('../core');
 const contract = require('../contract');
@@ -19,6 +20,9 @@ const drained = (stream, piece) => writeDrained(stream, piece, 'cancelled', () =
 
 const CODE_NAMES = Object.fromEntries(Object.entries(grpc.status).map(([name, n]) => [n, name]));
 const KIND_OF = Object.fromEntries(Object.entries(contract.DATA.calls).map(([kind, call]) => [call, kind]));
+// A cancel this close to the deadline is the deadline (see handlers); loopback and LAN headers
+// arrive well within it.
+const DEADLINE_SLACK_MS = 20;
 const HEALTH_NAMES = ['', proto.SERVICE, 'grpc.health.v1.Health'];
 
 class Refused extends Error {
@@ -122,10 +126,15 @@ function finishWith(measured, exc) {
 function handlers(b, metrics) {
   const start = (name) => startCall(metrics, KIND_OF[name]);
   // grpc-js reports a call past its deadline as cancelled too; the contract counts it a timeout.
+  // Usually the client's own deadline cancels the call first (RST_STREAM), a little before the
+  // server's copy of it, which runs from the headers' arrival: so "at the deadline" has slack.
   const cancelled = (call, measured) => call.on('cancelled', () => {
     const deadline = Number(call.getDeadline());
-    if (Number.isFinite(deadline) && Date.now() >= deadline) measured.finish('timeout', 'DEADLINE_EXCEEDED');
-    else measured.finish('cancelled', 'CANCELLED');
+    if (Number.isFinite(deadline) && Date.now() >= deadline - DEADLINE_SLACK_MS) {
+      measured.finish('timeout', 'DEADLINE_EXCEEDED');
+    } else {
+      measured.finish('cancelled', 'CANCELLED');
+    }
   });
   const unary = (name) => async (call, callback) => {
     const measured = start(name);
@@ -236,7 +245,9 @@ function createGrpcServer(settings, metrics) {
   server.addService(rawDefinition(methods), handlers(behaviours(methods, settings.limits), metrics));
   const health = new HealthImplementation(Object.fromEntries(HEALTH_NAMES.map((n) => [n, 'SERVING'])));
   health.addToServer(server);
-  new ReflectionService(packageDefinition).addToServer(server);
+  // Reflection describes WireLab and the health service, as the Python server's does.
+  const healthDefinition = protoLoader.loadSync(HEALTH_PROTO, proto.OPTIONS);
+  new ReflectionService({ ...packageDefinition, ...healthDefinition }).addToServer(server);
   server.health = health;
   server.drain = (graceSeconds) => new Promise((resolve) => {
     // NOT_SERVING first so health-checking clients stop sending, then drain calls in flight.
