@@ -202,8 +202,11 @@ test('WebSocket /v1/pingpong: bad frames close with 1007 / 1009, counted 400 / 4
   const big = Buffer.alloc(limits.maxMessageBytes + 1).toString('base64');
   assert.equal((await pingpong([`{"seq":1,"payload":"${big}"}`])).code, 1009);
   assert.equal((await pingpong(['{"seq":-1}'])).code, 1007);
+  // Past the frame size ws takes at all: ws closes with 1009 itself, counted the same.
+  assert.equal((await pingpong(['x'.repeat(4 * limits.maxMessageBytes)])).code, 1009);
   assert.equal(await eventually(() => requests('bidi', 'client_error', '400'), 2), 2);
-  assert.equal(await requests('bidi', 'client_error', '413'), 1);
+  assert.equal(await eventually(() => requests('bidi', 'client_error', '413'), 2), 2);
+  assert.equal(await requests('bidi', 'cancelled', '499'), 0);
 });
 
 test('with metrics off (WIRELAB_METRICS=off) the routes serve the same and nothing is counted', async () => {

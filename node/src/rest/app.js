@@ -242,6 +242,12 @@ function pingpong(wss, metrics, limits) {
           ws.close(serverClose, exc.message.slice(0, 120));
         }
       });
+      // Frames ws itself refuses (over maxPayload, bad UTF-8, bad framing): it closes the
+      // connection with 1009 or 1007/1002, which count as 413 or 400 like our own closes.
+      ws.on('error', (err) => {
+        serverClose = err.code === 'WS_ERR_UNSUPPORTED_MESSAGE_LENGTH' ? 1009 : 1007;
+        status = CLOSE_STATUS.get(serverClose);
+      });
       ws.on('close', (code) => {
         if (serverClose || CLEAN_CLIENT_CLOSE.has(code)) {
           call.finish(contract.httpOutcome(status), String(status));
