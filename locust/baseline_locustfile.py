@@ -6,7 +6,7 @@ import os
 import time
 
 import grpc
-import grpc.experimental.gevent as grpc_gevent  # type: ignore[import-not-found]
+import grpc.experimental.gevent as grpc_gevent
 from wirelab.v1 import wirelab_pb2 as pb
 from wirelab.v1 import wirelab_pb2_grpc as pb_grpc
 from wirelab_locust.content import order

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import grpc
-import grpc.experimental.gevent as grpc_gevent  # type: ignore[import-not-found]
+import grpc.experimental.gevent as grpc_gevent
 from gevent.queue import Queue
 from wirelab.contract import grpc_outcome
 from wirelab.core import Limits
@@ -177,4 +177,4 @@ class GrpcLabUser(LabUserMixin, User):
                 call.check(next(pongs, None) is None, "pong without a ping")
             finally:
                 outbox.put(None)
-                responses.cancel()  # type: ignore[no-untyped-call]
+                responses.cancel()

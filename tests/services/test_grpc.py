@@ -202,7 +202,9 @@ async def test_oversize_ping(grpc_target: GrpcTarget, registry: CollectorRegistr
 
 
 async def test_unknown_method(grpc_target: GrpcTarget, registry: CollectorRegistry) -> None:
-    unknown = grpc_target.channel.unary_unary("/wirelab.v1.WireLab/Nope", None, None)
+    unknown: grpc.aio.UnaryUnaryMultiCallable[bytes, bytes] = grpc_target.channel.unary_unary(
+        "/wirelab.v1.WireLab/Nope", None, None
+    )
     call = unknown(b"")
     assert (await _status(call))[0] == grpc.StatusCode.UNIMPLEMENTED
     assert await errors(registry, "other", "UNIMPLEMENTED") == 1

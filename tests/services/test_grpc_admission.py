@@ -146,7 +146,9 @@ async def test_order_over_its_limit_is_refused_before_parsing(
 @pytest.mark.parametrize("mode", ["aio", "sync"])
 async def test_unmeasured_server_decodes_and_admits_too(mode: str) -> None:
     async for target in serve_grpc(mode, None, settings(limits=LIMITS)):
-        garbage = target.channel.unary_unary("/wirelab.v1.WireLab/ProcessOrder", None, None)
+        garbage: grpc.aio.UnaryUnaryMultiCallable[bytes, bytes] = target.channel.unary_unary(
+            "/wirelab.v1.WireLab/ProcessOrder", None, None
+        )
         error = await _refused(garbage(b"\xff\xff\xff\xff"))
         assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
         error = await _refused(target.stub.Upload(pb.Blob(data=core.payload(BUDGET + 1))))

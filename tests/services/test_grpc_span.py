@@ -99,7 +99,7 @@ async def test_small_calls_include_grpc_work(grpc_target: Any, registry: Collect
 _SEEN: ContextVar[str] = ContextVar("seen")
 
 
-class _EchoLookup(grpc.GenericRpcHandler):  # type: ignore[type-arg]
+class _EchoLookup(grpc.GenericRpcHandler):
     def service(self, details: grpc.HandlerCallDetails) -> Any:
         _SEEN.set(str(dict(details.invocation_metadata)["x-id"]))
         return grpc.unary_unary_rpc_method_handler(self.echo)
@@ -116,7 +116,9 @@ async def test_aio_lookup_and_behaviour_share_a_task() -> None:
     await server.start()
     try:
         async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
-            echo = channel.unary_unary("/t.T/Echo", None, None)
+            echo: grpc.aio.UnaryUnaryMultiCallable[bytes, bytes] = channel.unary_unary(
+                "/t.T/Echo", None, None
+            )
             ids = [str(i) for i in range(20)]
             replies = await asyncio.gather(*(echo(b"", metadata=(("x-id", i),)) for i in ids))
         assert [r.decode() for r in replies] == ids

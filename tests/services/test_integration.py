@@ -134,7 +134,7 @@ def test_grpc_process_answers_and_exports(rpc: Service) -> None:
         call = stub.StreamMessages(pb.StreamRequest(count=100, size=10, interval_ms=20))
         for _ in call:
             break
-        call.cancel()  # type: ignore[no-untyped-call]
+        call.cancel()
     ok = 'wirelab_server_requests_total{code="OK",kind="unary",outcome="ok",protocol="grpc"}'
     assert rpc.metric(ok) == 1
     cancelled = (

@@ -89,14 +89,16 @@ def serve_rest(port: int, downstream: str) -> None:
 async def serve_grpc(port: int, downstream: str) -> None:
     channel = grpc.aio.insecure_channel(downstream.removeprefix("grpc://"))
     # No serializers on either side: the request and the reply pass through as bytes.
-    call = channel.unary_unary(f"/{SERVICE}/{METHOD}", None, None)
+    call: grpc.aio.UnaryUnaryMultiCallable[bytes, bytes] = channel.unary_unary(
+        f"/{SERVICE}/{METHOD}", None, None
+    )
 
     async def forward(request: bytes, context: grpc.aio.ServicerContext[bytes, bytes]) -> bytes:
         # The caller's deadline travels on, as wirelab's hop sends it.
         reply: bytes = await call(request, timeout=context.time_remaining())
         return reply
 
-    handler = grpc.unary_unary_rpc_method_handler(forward)
+    handler: grpc.RpcMethodHandler[bytes, bytes] = grpc.unary_unary_rpc_method_handler(forward)
     server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
     server.add_generic_rpc_handlers(
         (grpc.method_handlers_generic_handler(SERVICE, {METHOD: handler}),)

@@ -15,7 +15,7 @@ from wirelab.rpc.kinds import METHOD_KINDS, UNMEASURED_PREFIXES
 # grpc's classes are generic only in the stubs; at runtime they cannot be subscripted.
 if TYPE_CHECKING:
     Handler: TypeAlias = grpc.RpcMethodHandler[Any, Any]
-    GenericHandler: TypeAlias = grpc.GenericRpcHandler[Any, Any]
+    GenericHandler: TypeAlias = grpc.GenericRpcHandler
 else:
     Handler = grpc.RpcMethodHandler
     GenericHandler = grpc.GenericRpcHandler
@@ -120,7 +120,7 @@ class MeasuredMethods(ABC):
 
     def register_unknown(self, server: Any) -> None:
         """Call after every other service: unknown methods become UNIMPLEMENTED, counted."""
-        unimplemented = grpc.stream_stream_rpc_method_handler(self.unknown_method)
+        unimplemented: Handler = grpc.stream_stream_rpc_method_handler(self.unknown_method)
         server.add_generic_rpc_handlers((_Unimplemented(unimplemented, self.arrived),))
 
     def begin(

@@ -39,7 +39,7 @@ class _MethodSymbols:
         return answer
 
 
-class ReflectionServicer(_MethodSymbols, reflection.ReflectionServicer):
+class ReflectionServicer(_MethodSymbols, reflection.ReflectionServicer):  # type: ignore[misc]
     """For the thread-pool server."""
 
 

@@ -12,8 +12,8 @@ import grpc
 import grpc.aio
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
-# health re-exports its asyncio servicer as `aio` at runtime; the stubs do not declare it.
-from grpc_health.v1.health import aio as health_aio  # type: ignore[attr-defined]
+# health re-exports its asyncio servicer as `aio` at runtime.
+from grpc_health.v1.health import aio as health_aio
 
 from wirelab import serving
 from wirelab.core import PayloadBudget
