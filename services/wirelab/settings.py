@@ -67,8 +67,8 @@ KNOBS = (
         "services each order is sent on to, comma separated: http://host:port (REST service) or "
         "grpc://host:port (gRPC service), of this service's own protocol; empty = none",
     ),
-    Knob("fanout", "sequential", "call the downstreams one after another or all at once",
-         ("sequential", "parallel")),
+    Knob("fanout", "sequential", "call the downstreams one after another, all at once, or all "
+         "at once each counting a piece of the note (split)", ("sequential", "parallel", "split")),
     Knob("local_work", "on", "off = relay only: validate, then answer with the first "
          "downstream's reply instead of doing work_ms here", ("on", "off")),
     Knob("downstream_timeout_seconds", "10",

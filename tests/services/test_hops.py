@@ -10,6 +10,7 @@ import threading
 import time
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
+from functools import partial
 from typing import Any
 
 import grpc
@@ -19,6 +20,7 @@ import pytest
 import uvicorn
 from prometheus_client import CollectorRegistry
 from wirelab import settings as knobs
+from wirelab.core import split_note
 from wirelab.hops import DEADLINE_HEADER, build_relay
 from wirelab.metrics import ServerMetrics
 from wirelab.rest.app import create_app
@@ -27,7 +29,7 @@ from wirelab.settings import Settings
 from wirelab.v1 import wirelab_pb2 as pb
 from wirelab.v1 import wirelab_pb2_grpc as pb_grpc
 
-from tests.services.conftest import SMALL, settings, value
+from tests.services.conftest import SMALL, settings, settled, value
 
 ORDER: dict[str, Any] = {
     "order_id": "o-1",
@@ -216,8 +218,9 @@ async def test_grpc_a_answers_with_b_reply_and_both_hops_count_it() -> None:
         direct = await _grpc_order(b)
         async with grpc_service(settings(downstream=(b.url,), local_work=False)) as a:
             assert await _grpc_order(a) == direct
-            assert _served(b.registry, "grpc") == 2
-            assert _served(a.registry, "grpc") == 1
+            # A gRPC call is recorded just after its reply is sent (conftest.settled).
+            assert await settled(lambda: _served(b.registry, "grpc"), 2) == 2
+            assert await settled(lambda: _served(a.registry, "grpc"), 1) == 1
             assert _outgoing(a.registry, "grpc", "ok") == 1
             labels = {"protocol": "grpc", "kind": "unary", "call": "ProcessOrder", "peer": PEER}
             sent = value(a.registry, "wirelab_client_request_bytes_sum", **labels)
@@ -314,7 +317,47 @@ async def test_fan_out_in_turn_or_at_once(protocol: str) -> None:
         at_once = await _fan_out_seconds(protocol, urls, "parallel")
         assert in_turn >= 0.4
         assert 0.1 <= at_once < in_turn - 0.2
-        assert all(_served(d.registry, protocol) == 2 for d in downstreams)
+        for d in downstreams:
+            assert await settled(partial(_served, d.registry, protocol), 2) == 2
+
+
+@pytest.mark.parametrize("protocol", ["rest", "grpc"])
+async def test_split_counts_the_note_across_downstreams(protocol: str) -> None:
+    """The primary/replica study's pattern: each downstream counts a piece of the note, the
+    edge adds the counts up; the reply is the one a single service gives."""
+    async with _three(protocol) as downstreams:
+        config = settings(
+            downstream=tuple(d.url for d in downstreams), fanout="split", local_work=False
+        )
+        if protocol == "grpc":
+            direct_grpc = await _grpc_order(downstreams[0])
+            async with grpc_service(config) as a:
+                assert await _grpc_order(a) == direct_grpc
+        else:
+            direct_rest = _rest_order(downstreams[0]).json()
+            with rest_service(config) as a:
+                assert _rest_order(a).json() == direct_rest
+        # The direct call, then one piece each.
+        for d, expected in zip(downstreams, (2, 1, 1), strict=True):
+            assert await settled(partial(_served, d.registry, protocol), expected) == expected
+
+
+@pytest.mark.parametrize(
+    ("note", "parts"),
+    [
+        ("the quick brown fox jumps over the lazy dog", 3),
+        ("", 3),
+        ("one", 4),
+        ("x\u2003y\tz  w", 2),
+        ("a b", 1),
+        ("  leading and trailing  ", 5),
+    ],
+)
+def test_split_note_cuts_only_between_words(note: str, parts: int) -> None:
+    pieces = split_note(note, parts)
+    assert len(pieces) == parts
+    assert "".join(pieces) == note
+    assert sum(len(p.split()) for p in pieces) == len(note.split())
 
 
 # ----------------------------------------------------------------------------- configuration

@@ -24,6 +24,7 @@ from wirelab.core.orders import (
     order_totals,
     process_order,
     process_order_async,
+    split_note,
     work_async,
 )
 from wirelab.core.streams import StreamPlan, pong
@@ -51,5 +52,6 @@ __all__ = [
     "pong",
     "process_order",
     "process_order_async",
+    "split_note",
     "work_async",
 ]

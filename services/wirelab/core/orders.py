@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -57,6 +58,20 @@ def order_totals(order: OrderLike, count_words: bool) -> OrderTotals:
     if count_words:
         words, chars = len(order.note.split()), len(order.note)
     return OrderTotals(item_count, total, words, chars)
+
+
+def split_note(note: str, parts: int) -> list[str]:
+    """``note`` in ``parts`` pieces of about equal length, cut only at whitespace, so no word
+    straddles two: the pieces' word and character counts add up to the note's (the primary/
+    replica study's split of a word-count job). Pieces may be empty when words are few."""
+    cuts = [0]
+    for i in range(1, parts):
+        at = max(cuts[-1], len(note) * i // parts)
+        while at < len(note) and not note[at].isspace():
+            at += 1
+        cuts.append(at)
+    cuts.append(len(note))
+    return [note[a:b] for a, b in itertools.pairwise(cuts)]
 
 
 def check_order(order: OrderLike, work_ms: int, count_words: bool, limits: Limits) -> OrderTotals:

@@ -8,8 +8,8 @@ from prometheus_client import CollectorRegistry
 
 from wirelab.hops.outgoing import families
 from wirelab.hops.relay import Relay
-from wirelab.hops.via_grpc import grpc_downstreams
-from wirelab.hops.via_rest import rest_downstreams
+from wirelab.hops.via_grpc import GrpcSplitter, grpc_downstreams
+from wirelab.hops.via_rest import RestSplitter, rest_downstreams
 from wirelab.settings import Settings
 
 
@@ -30,15 +30,20 @@ def build_relay(
     if (settings.rest_handlers if protocol == "rest" else settings.grpc_server) == "sync":
         raise ValueError("a service with downstreams runs the async server (its calls are awaited)")
     measured = None if registry is None else families(registry)
+    split = settings.fanout == "split"
+    splitter: Any
     if protocol == "rest":
         downstreams: list[Any] = rest_downstreams(settings.downstream, measured)
+        splitter = RestSplitter() if split else None
     else:
         downstreams = grpc_downstreams(
             settings.downstream, settings.grpc_balancing, settings.grpc_max_message_bytes, measured
         )
+        splitter = GrpcSplitter() if split else None
     return Relay(
         downstreams,
         parallel=settings.fanout == "parallel",
         local_work=settings.local_work,
         timeout=settings.downstream_timeout_seconds,
+        splitter=splitter,
     )

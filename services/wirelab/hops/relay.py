@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Generic, Literal, Protocol, TypeVar
+from typing import Any, Generic, Literal, Protocol, TypeVar
 
 from wirelab import core
 
@@ -13,6 +13,7 @@ Req = TypeVar("Req")
 Rep = TypeVar("Rep")
 Req_contra = TypeVar("Req_contra", contravariant=True)
 Rep_co = TypeVar("Rep_co", covariant=True)
+Rep_contra = TypeVar("Rep_contra", contravariant=True)
 Reply = TypeVar("Reply")
 # REST's deadline: the caller's remaining budget in milliseconds, as gRPC sends grpc-timeout.
 DEADLINE_HEADER = "x-wirelab-deadline-ms"
@@ -37,6 +38,18 @@ _SAID: dict[Reason, str] = {
 }
 
 
+class Splitter(Protocol[Req, Rep_contra, Reply]):
+    """How a protocol's order is split into parts and the parts' replies joined (fanout split)."""
+
+    def parts(self, request: Req, count: int) -> list[Req]:
+        """``request`` as ``count`` orders, each with a piece of the note (core.split_note)."""
+        ...
+
+    def merge(self, own: Reply, replies: Sequence[Rep_contra]) -> Reply:
+        """``own`` with the word and character counts the parts' replies add up to."""
+        ...
+
+
 class Downstream(Protocol[Req_contra, Rep_co]):
     """One downstream service, reached with its protocol's connection-reusing async client."""
 
@@ -57,6 +70,9 @@ class Relay(Generic[Req, Rep]):
     parallel: bool
     local_work: bool
     timeout: float
+    # Set for fanout "split" (the primary/replica study): each downstream gets a part of the
+    # note to count, all at once, and the answer adds their counts up.
+    splitter: Splitter[Req, Rep, Any] | None = None
 
     async def order(
         self, request: Req, own: Reply, work_ms: int, deadline: float | None
@@ -68,7 +84,9 @@ class Relay(Generic[Req, Rep]):
         Sequential: this hop's work, then each downstream in turn (the order-chain study's
         4 x 100 ms floor). Parallel: the work and every call at once; the first failure cancels
         the rest. The answer is this hop's own reply, or with local work off (a pure relay, the
-        A->B study's A) the first downstream's.
+        A->B study's A) the first downstream's. Split: as parallel, each downstream counting one
+        part of the note, and the answer is this hop's reply with their counts added up (``own``
+        then carries no counts of its own: the word count is the downstreams' work).
         """
         loop = asyncio.get_running_loop()
         budget = self.timeout if deadline is None else min(self.timeout, deadline)
@@ -77,14 +95,24 @@ class Relay(Generic[Req, Rep]):
             first = self.downstreams[0].peer
             raise DownstreamError(first, "timeout", "the caller's deadline passed")
         work = work_ms if self.local_work else 0
-        if self.parallel:
+        if self.parallel or self.splitter is not None:
+            count = len(self.downstreams)
+            sent = (
+                [request] * count if self.splitter is None else self.splitter.parts(request, count)
+            )
             try:
                 async with asyncio.TaskGroup() as group:
                     group.create_task(core.work_async(work))
-                    calls = [group.create_task(d.order(request, budget)) for d in self.downstreams]
+                    calls = [
+                        group.create_task(d.order(part, budget))
+                        for d, part in zip(self.downstreams, sent, strict=True)
+                    ]
             except* DownstreamError as failed:
                 raise failed.exceptions[0] from None
             replies = [call.result() for call in calls]
+            if self.splitter is not None:
+                merged: Reply = self.splitter.merge(own, replies)
+                return merged
         else:
             await core.work_async(work)
             replies = []

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 import grpc
 import grpc.aio
 
+from wirelab import core
 from wirelab.contract import grpc_outcome, peer_of
 from wirelab.hops.outgoing import Families, Outgoing
 from wirelab.hops.relay import DownstreamError, Reason
@@ -70,6 +71,24 @@ class GrpcDownstream:
 
     async def close(self) -> None:
         await self.channel.close(grace=None)
+
+
+class GrpcSplitter:
+    """Fanout split for gRPC orders: message copies, each with a piece of the note."""
+
+    def parts(self, request: pb.OrderRequest, count: int) -> list[pb.OrderRequest]:
+        out = []
+        for piece in core.split_note(request.order.note, count):
+            part = pb.OrderRequest()
+            part.CopyFrom(request)
+            part.order.note = piece
+            out.append(part)
+        return out
+
+    def merge(self, own: pb.OrderReply, replies: Sequence[pb.OrderReply]) -> pb.OrderReply:
+        own.word_count = sum(r.word_count for r in replies)
+        own.char_count = sum(r.char_count for r in replies)
+        return own
 
 
 def grpc_downstreams(

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 import httpx
 from pydantic import ValidationError
 
+from wirelab import core
 from wirelab.contract import http_outcome, peer_of
 from wirelab.hops.outgoing import Families, Outgoing
 from wirelab.hops.relay import DEADLINE_HEADER, DownstreamError
@@ -68,6 +69,22 @@ class RestDownstream:
 
     async def close(self) -> None:
         await self.client.aclose()
+
+
+class RestSplitter:
+    """Fanout split for REST orders: pydantic copies, each with a piece of the note."""
+
+    def parts(self, request: OrderRequest, count: int) -> list[OrderRequest]:
+        order = request.order
+        return [
+            request.model_copy(update={"order": order.model_copy(update={"note": piece})})
+            for piece in core.split_note(order.note, count)
+        ]
+
+    def merge(self, own: OrderReply, replies: Sequence[OrderReply]) -> OrderReply:
+        words = sum(r.word_count for r in replies)
+        chars = sum(r.char_count for r in replies)
+        return own.model_copy(update={"word_count": words, "char_count": chars})
 
 
 def _detail(response: httpx.Response) -> str:

@@ -97,7 +97,9 @@ def build_router(
     async def orders_relayed(request: OrderRequest, http: Request) -> OrderReply:
         assert relay is not None
         o = request.order
-        own = _reply(request, core.check_order(o, request.work_ms, request.count_words, limits))
+        # Splitting, the downstreams count the words: this hop only adds their counts up.
+        counts = request.count_words and relay.splitter is None
+        own = _reply(request, core.check_order(o, request.work_ms, counts, limits))
         reply: OrderReply = await relay.order(request, own, request.work_ms, _deadline(http))
         return reply
 

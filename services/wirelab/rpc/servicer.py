@@ -79,9 +79,9 @@ class RelayingWireLab(AsyncWireLab):
     @aborts_on_core_error
     async def ProcessOrder(self, request: pb.OrderRequest, context: Context) -> pb.OrderReply:
         r = request
-        own = replies.order_reply(
-            r, core.check_order(r.order, r.work_ms, r.count_words, self.limits)
-        )
+        # Splitting, the downstreams count the words: this hop only adds their counts up.
+        counts = r.count_words and self.relay.splitter is None
+        own = replies.order_reply(r, core.check_order(r.order, r.work_ms, counts, self.limits))
         try:
             # The caller's deadline (grpc-timeout) bounds the downstream calls: it propagates.
             return await self.relay.order(r, own, r.work_ms, context.time_remaining())
