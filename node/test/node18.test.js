@@ -1,0 +1,42 @@
+'use strict';
+// The offline stand-in runs Debian bookworm's nodejs 18 (offline/node.Dockerfile), so the services
+// must not lean on what Node 20 added. Node 20 runs these tests: the child below takes away the
+// Node 20 builtins first (after loading Node's own modules, which use them), then checks the
+// lone-surrogate rule that used String#isWellFormed.
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const path = require('node:path');
+const { spawnSync } = require('node:child_process');
+
+const NODE20_ONLY = `
+for (const name of require('node:module').builtinModules) {
+  if (!/^(_|inspector|test|wasi|trace_events|sys$)/.test(name)) require('node:' + name);
+}
+for (const name of ['isWellFormed', 'toWellFormed']) delete String.prototype[name];
+for (const name of ['toSorted', 'toReversed', 'toSpliced', 'with']) delete Array.prototype[name];
+`;
+
+function withoutNode20(body) {
+  const src = path.join(__dirname, '..', 'src');
+  const script = `${NODE20_ONLY}\nconst src = ${JSON.stringify(src)};\n${body}`;
+  return spawnSync(process.execPath, ['-e', script], { encoding: 'utf8', timeout: 20000 });
+}
+
+test('the REST models tell lone surrogates from pairs without Node 20 builtins', () => {
+  const done = withoutNode20(`
+    const { orderRequest } = require(src + '/rest/validate');
+    const verdict = (s) => { try { orderRequest({ order: { order_id: s } }); return 'ok'; }
+      catch (exc) { return exc.name + ': ' + exc.message; } };
+    console.log(JSON.stringify(['\\ud800', '\\udc00x', 'a\\ud83d', '\\ud83d\\ude00', 'plain'].map(verdict)));
+  `);
+  assert.equal(done.status, 0, done.stderr);
+  const lone = 'Invalid: order.order_id: Value error, holds a lone surrogate, which is not Unicode text';
+  assert.deepEqual(JSON.parse(done.stdout), [lone, lone, lone, 'ok', 'ok']);
+});
+
+test('every service module loads without Node 20 builtins', () => {
+  const done = withoutNode20(`
+    for (const m of ['/rest/app', '/grpc/server', '/metrics', '/exposition', '/serving', '/core']) require(src + m);
+  `);
+  assert.equal(done.status, 0, done.stderr);
+});
