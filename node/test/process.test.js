@@ -82,3 +82,34 @@ test('gRPC: SIGTERM exits 0', async () => {
   child.kill('SIGTERM');
   assert.equal(await child.exited, 0, child.output);
 });
+
+// The container healthcheck (node/Dockerfile): `node src/healthcheck.js rest|grpc`.
+function healthcheck(protocol, env) {
+  const check = spawn(process.execPath, [path.join(__dirname, '..', 'src', 'healthcheck.js'), protocol], {
+    env: { ...process.env, WIRELAB_HOST: '0.0.0.0', ...env }, stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  check.stdout.on('data', (d) => { output += d; });
+  check.stderr.on('data', (d) => { output += d; });
+  return new Promise((resolve) => check.on('exit', (code) => resolve([code, output])));
+}
+
+for (const [protocol, main, portKnob, ready] of [
+  ['rest', 'rest/main.js', 'WIRELAB_REST_PORT', 'REST on'],
+  ['grpc', 'grpc/main.js', 'WIRELAB_GRPC_PORT', 'gRPC on'],
+]) {
+  test(`${protocol} healthcheck: exit 1 with nothing listening, 0 once the service serves`, async () => {
+    const env = { [portKnob]: String(await freePort()), WIRELAB_METRICS_PORT: String(await freePort()) };
+    const [down, why] = await healthcheck(protocol, env);
+    assert.equal(down, 1, why);
+    assert.match(why, /^unhealthy: 127\.0\.0\.1:\d+: /);
+    const child = start(main, env);
+    try {
+      await until(() => child.output.includes(ready));
+      assert.deepEqual(await healthcheck(protocol, env), [0, 'serving\n']);
+    } finally {
+      child.kill('SIGTERM');
+      await child.exited;
+    }
+  });
+}
