@@ -4,6 +4,8 @@ PYTHON ?= python3
 # `make bench SCENARIO=iit ARGS=--dry-run`, `make report RUN=results/<folder>`,
 # `make lab TOPOLOGY=a-to-b` (one of topologies/*.yaml; default one-hop).
 TOPOLOGY ?= one-hop
+# `make lab PROFILES=node` adds compose profiles' services (node: the Node.js services, docs/node.md).
+PROFILES ?=
 SCENARIO ?= smoke
 ARGS ?=
 RUN ?=
@@ -34,11 +36,11 @@ test:
 # engine and the compose plugin when missing (as root; otherwise it says what to run). Uses the
 # offline stand-in images (and leaves Grafana out) when no registry answers, or WIRELAB_OFFLINE=1.
 lab:
-	WIRELAB_TOPOLOGY=$(TOPOLOGY) offline/lab-up
+	WIRELAB_TOPOLOGY=$(TOPOLOGY) WIRELAB_PROFILES="$(PROFILES)" offline/lab-up
 
 # Stop the lab; its Prometheus/Grafana volumes stay (`docker compose down -v` drops them too).
 lab-down:
-	offline/compose --profile bench down --remove-orphans
+	offline/compose --profile bench --profile node down --remove-orphans
 
 # Build the offline stand-in images only (each skipped when already present).
 offline-images:

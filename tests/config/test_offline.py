@@ -252,3 +252,21 @@ def test_the_offline_base_image_installs_debootstrap_when_missing(
     assert done.returncode == 1
     assert "apt-get install -y -q --no-install-recommends debootstrap" in docker_calls(fake)
     assert "fake debootstrap: no mirror" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("profiles", "node_services"), [(None, False), ("node", True), (" node ", True)]
+)
+def test_make_lab_starts_the_node_services_only_with_their_profile(
+    fake: dict[str, str], profiles: str | None, node_services: bool
+) -> None:
+    """`make lab` is the one-hop Python lab; `make lab PROFILES=node` adds rest-node, grpc-node."""
+    env = {**fake, "WIRELAB_OFFLINE": "1"}
+    if profiles is not None:
+        env["WIRELAB_PROFILES"] = profiles
+    done, _ = run(env, "lab-up")
+    assert done.returncode == 0, done.stderr
+    (up,) = [c.split() for c in docker_calls(fake) if c.startswith("compose up ")]
+    assert {"rest", "grpc", "prometheus"} <= set(up), up
+    assert ({"rest-node", "grpc-node"} <= set(up)) is node_services, up
+    assert "bench" not in up

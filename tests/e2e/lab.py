@@ -22,6 +22,8 @@ HOST_PORT_VARIABLES = (
     "WIRELAB_REST_HOST_PORT", "WIRELAB_GRPC_HOST_PORT", "WIRELAB_PROMETHEUS_HOST_PORT",
     "WIRELAB_CADVISOR_HOST_PORT", "WIRELAB_GRAFANA_HOST_PORT", "WIRELAB_LOCUST_HOST_PORT",
     "WIRELAB_JUPYTER_HOST_PORT", "WIRELAB_REST_METRICS_HOST_PORT", "WIRELAB_GRPC_METRICS_HOST_PORT",
+    "WIRELAB_REST_NODE_HOST_PORT", "WIRELAB_GRPC_NODE_HOST_PORT",
+    "WIRELAB_REST_NODE_METRICS_HOST_PORT", "WIRELAB_GRPC_NODE_METRICS_HOST_PORT",
 )  # fmt: skip
 
 
@@ -105,8 +107,8 @@ class Lab:
         return self.compose("logs", "--no-color", "--tail", "40", timeout=60, check=False).stdout
 
     def down(self) -> None:
-        self.compose("--profile", "bench", "down", "-v", "--remove-orphans", "--timeout", "20",
-                     timeout=180)  # fmt: skip
+        self.compose("--profile", "bench", "--profile", "node", "down", "-v", "--remove-orphans",
+                     "--timeout", "20", timeout=180)  # fmt: skip
 
     def leftovers(self) -> list[str]:
         """Containers, volumes and networks still carrying this project's label."""
