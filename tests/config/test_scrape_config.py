@@ -1,4 +1,5 @@
-"""prometheus.yml labels every wirelab target with its `service` and finds every topology's hops."""
+"""prometheus.yml labels every wirelab target with its `service` (and a service under test with its
+`runtime`) and finds every topology's hops and the Node.js services by DNS."""
 
 from __future__ import annotations
 
@@ -44,11 +45,23 @@ def _hop_services() -> set[str]:
     return found
 
 
-def test_edges_and_locust_carry_their_service_label() -> None:
+def _named_by_dns(runtime: str) -> list[dict[str, Any]]:
+    """The relabelling of a DNS-found job: the name looked up is `service`, plus its runtime."""
+    return [
+        {"source_labels": ["__meta_dns_name"], "target_label": "service"},
+        {"target_label": "runtime", "replacement": runtime},
+    ]
+
+
+def test_edges_and_locust_carry_their_service_label_and_the_edges_their_runtime() -> None:
     jobs = _jobs()
-    for job, service in (("rest", "rest"), ("grpc", "grpc"), ("locust", "locust")):
+    for job, labels in (
+        ("rest", {"service": "rest", "runtime": "python"}),
+        ("grpc", {"service": "grpc", "runtime": "python"}),
+        ("locust", {"service": "locust"}),
+    ):
         (static,) = jobs[job]["static_configs"]
-        assert static["labels"] == {"service": service}, job
+        assert static["labels"] == labels, job
 
 
 def test_the_hops_job_finds_every_topologys_hops_by_dns_one_target_per_replica() -> None:
@@ -58,8 +71,20 @@ def test_the_hops_job_finds_every_topologys_hops_by_dns_one_target_per_replica()
     assert (dns["type"], dns["port"]) == ("A", 9100)
     assert _hop_services(), "no hop services in topologies/: the check would pass vacuously"
     assert set(dns["names"]) == _hop_services()
-    assert hops["relabel_configs"] == [
-        {"source_labels": ["__meta_dns_name"], "target_label": "service"}
-    ]
+    assert hops["relabel_configs"] == _named_by_dns("python")
     # Scraped like the edges: a hop's figures sit beside its caller's on the same 1 s grid.
     assert (hops["scrape_interval"], _jobs()["rest"]["scrape_interval"]) == ("1s", "1s")
+
+
+def test_the_node_services_are_found_by_dns_so_without_their_profile_no_target_is_down() -> None:
+    """compose.yaml's node profile: a static target would be down in every lab without it (the
+    e2e test wants every target up); a DNS name that does not resolve is no target at all."""
+    compose = yaml.load((REPO / "compose.yaml").read_text(), _ComposeLoader)["services"]
+    for service in ("rest-node", "grpc-node"):
+        assert compose[service]["profiles"] == ["node"], service
+        job = _jobs()[service]
+        assert "static_configs" not in job
+        (dns,) = job["dns_sd_configs"]
+        assert (dns["names"], dns["type"], dns["port"]) == ([service], "A", 9100)
+        assert job["relabel_configs"] == _named_by_dns("node")
+        assert job["scrape_interval"] == _jobs()["rest"]["scrape_interval"] == "1s"
