@@ -18,6 +18,12 @@ function freePort() {
   });
 }
 
+// Every child started here, killed after the file's tests if a failed test left it running.
+const children = [];
+test.after(() => {
+  for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+});
+
 function start(main, env) {
   const child = spawn(process.execPath, [path.join(__dirname, '..', 'src', main)], {
     env: { ...process.env, WIRELAB_HOST: '127.0.0.1', ...env }, stdio: ['ignore', 'pipe', 'pipe'],
@@ -26,11 +32,13 @@ function start(main, env) {
   child.stdout.on('data', (d) => { child.output += d; });
   child.stderr.on('data', (d) => { child.output += d; });
   child.exited = new Promise((resolve) => child.on('exit', (code) => resolve(code)));
+  children.push(child);
   return child;
 }
 
 async function until(predicate) {
-  const deadline = Date.now() + 5000;
+  // A start takes well under a second alone; a busy 2-core machine (CI) can take several.
+  const deadline = Date.now() + 20000;
   while (!(await predicate())) {
     assert.ok(Date.now() < deadline, 'timed out');
     await new Promise((r) => setTimeout(r, 50));

@@ -14,8 +14,9 @@ async function main() {
   } catch (exc) {
     fail(PROG, `cannot listen for gRPC on ${settings.host}:${settings.grpcPort}: ${exc.message}`, 1);
   }
-  console.log(`${PROG}: gRPC on ${settings.host}:${settings.grpcPort}, metrics on :${settings.metricsPort}`);
+  // The SIGTERM handler first: whoever waits for the line below may send SIGTERM at once.
   onTerm(PROG, metricsServer, () => server.drain(settings.graceSeconds));
+  console.log(`${PROG}: gRPC on ${settings.host}:${settings.grpcPort}, metrics on :${settings.metricsPort}`);
 }
 
 main();
