@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import signal
-import sys
 from collections.abc import Iterator
 from types import FrameType
 
 import pytest
 from wirelab.contract import KINDS_BY_PROTOCOL
 
-from tests.e2e.engine import EngineUnavailable, docker_engine, in_ci
-from tests.e2e.lab import Lab, wait_for
+from tests.e2e.engine import engine_for
+from tests.e2e.lab import Lab, booted, wait_for
 from tests.e2e.load import (
     ALL_KINDS,
     BLOB_KINDS,
@@ -33,23 +32,10 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
-        with docker_engine():
-            results = tmp_path_factory.mktemp("results")
-            lab = Lab.create(results)
-            try:
-                lab.up()
+        with engine_for("e2e"):
+            lab = Lab.create(tmp_path_factory.mktemp("results"))
+            with booted(lab):
                 yield lab
-            except BaseException:
-                print(lab.logs(), file=sys.stderr)
-                raise
-            finally:
-                lab.down()
-                left = lab.leftovers()
-                assert not left, f"docker compose down -v left: {left}"
-    except EngineUnavailable as why:
-        if in_ci():
-            pytest.fail(f"e2e must run in CI, but: {why}")
-        pytest.skip(f"e2e skipped: {why}")
     finally:
         signal.signal(signal.SIGTERM, previous)
 

@@ -8,6 +8,8 @@ import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+import pytest
+
 from tests.config.queries import REPO
 
 OFFLINE = REPO / "offline"
@@ -42,3 +44,15 @@ def docker_engine() -> Iterator[None]:
     finally:
         # Empty when the engine was already running: then it is not ours to stop.
         subprocess.run([str(OFFLINE / "dockerd-down"), started], timeout=120, check=False)
+
+
+@contextmanager
+def engine_for(what: str) -> Iterator[None]:
+    """An engine for ``what``, or a skip saying why (a failure in CI, where Docker must run)."""
+    try:
+        with docker_engine():
+            yield
+    except EngineUnavailable as why:
+        if in_ci():
+            pytest.fail(f"{what} must run in CI, but: {why}")
+        pytest.skip(f"{what} skipped: {why}")

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
@@ -122,3 +124,18 @@ class Lab:
             out = subprocess.run(listing, capture_output=True, text=True, timeout=30).stdout
             found += [f"{kind} {name}" for name in out.split()]
         return found
+
+
+@contextmanager
+def booted(lab: Lab) -> Iterator[Lab]:
+    """``lab`` up for the block; its logs printed if anything fails; then down, leaving nothing."""
+    try:
+        lab.up()
+        yield lab
+    except BaseException:
+        print(lab.logs(), file=sys.stderr)
+        raise
+    finally:
+        lab.down()
+        left = lab.leftovers()
+        assert not left, f"docker compose down -v left: {left}"

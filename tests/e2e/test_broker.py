@@ -6,7 +6,6 @@ broker's own counters and per-queue depth following each step in Prometheus."""
 from __future__ import annotations
 
 import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -16,8 +15,8 @@ import pika
 import pytest
 from pika.adapters.blocking_connection import BlockingChannel
 
-from tests.e2e.engine import EngineUnavailable, docker_engine, in_ci
-from tests.e2e.lab import Lab, wait_for
+from tests.e2e.engine import engine_for
+from tests.e2e.lab import Lab, booted, wait_for
 from tests.e2e.prom import Prometheus
 
 pytestmark = pytest.mark.topology
@@ -43,37 +42,23 @@ class BrokerLab:
 @pytest.fixture(scope="module")
 def broker_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerLab]:
     """The broker and Prometheus alone: the host is the only client."""
-    try:
-        with docker_engine():
-            lab = Lab.create(tmp_path_factory.mktemp("amqp"))
-            lab.project = f"wirelab-amqp-{uuid.uuid4().hex[:8]}"
-            lab.env |= {
-                "COMPOSE_PROFILES": "amqp",
-                "WIRELAB_AMQP_USER": USER,
-                "WIRELAB_AMQP_PASSWORD": PASSWORD,
-            }
-            lab.services = SERVICES
-            try:
-                lab.up()
-                host, port = (
-                    lab.compose("port", "rabbitmq", "5672", timeout=30)
-                    .stdout.strip()
-                    .rsplit(":", 1)
-                )
-                yield BrokerLab(
-                    lab, Prometheus(lab.url("prometheus", 9090)), host, int(port),
-                    lab.url("rabbitmq", 15672),
-                )  # fmt: skip
-            except BaseException:
-                print(lab.logs(), file=sys.stderr)
-                raise
-            finally:
-                lab.down()
-                assert not lab.leftovers()
-    except EngineUnavailable as why:
-        if in_ci():
-            pytest.fail(f"the broker test must run in CI, but: {why}")
-        pytest.skip(f"broker test skipped: {why}")
+    with engine_for("the broker test"):
+        lab = Lab.create(tmp_path_factory.mktemp("amqp"))
+        lab.project = f"wirelab-amqp-{uuid.uuid4().hex[:8]}"
+        lab.env |= {
+            "COMPOSE_PROFILES": "amqp",
+            "WIRELAB_AMQP_USER": USER,
+            "WIRELAB_AMQP_PASSWORD": PASSWORD,
+        }
+        lab.services = SERVICES
+        with booted(lab):
+            host, port = (
+                lab.compose("port", "rabbitmq", "5672", timeout=30).stdout.strip().rsplit(":", 1)
+            )
+            yield BrokerLab(
+                lab, Prometheus(lab.url("prometheus", 9090)), host, int(port),
+                lab.url("rabbitmq", 15672),
+            )  # fmt: skip
 
 
 def _connect(broker: BrokerLab, user: str, password: str) -> pika.BlockingConnection:

@@ -5,7 +5,6 @@ from the host, and counted in Prometheus under runtime="node" by their DNS-found
 from __future__ import annotations
 
 import subprocess
-import sys
 import uuid
 from collections import Counter
 from collections.abc import Iterator
@@ -17,8 +16,8 @@ import pytest
 from wirelab.v1 import wirelab_pb2 as pb
 from wirelab.v1 import wirelab_pb2_grpc as pb_grpc
 
-from tests.e2e.engine import EngineUnavailable, docker_engine, in_ci
-from tests.e2e.lab import Lab, wait_for
+from tests.e2e.engine import engine_for
+from tests.e2e.lab import Lab, booted, wait_for
 from tests.e2e.prom import Prometheus
 
 pytestmark = pytest.mark.topology
@@ -53,31 +52,19 @@ class NodeLab:
 @pytest.fixture(scope="module")
 def node_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeLab]:
     """The two Node.js services and Prometheus alone: the host sends the calls."""
-    try:
-        with docker_engine():
-            lab = Lab.create(tmp_path_factory.mktemp("node"))
-            lab.project = f"wirelab-node-{uuid.uuid4().hex[:8]}"
-            lab.env["COMPOSE_PROFILES"] = "node"
-            lab.services = SERVICES
-            try:
-                lab.up()
-                grpc_target = lab.compose("port", "grpc-node", "50051", timeout=30).stdout.strip()
-                yield NodeLab(
-                    lab,
-                    Prometheus(lab.url("prometheus", 9090)),
-                    lab.url("rest-node", 8000),
-                    grpc_target,
-                )
-            except BaseException:
-                print(lab.logs(), file=sys.stderr)
-                raise
-            finally:
-                lab.down()
-                assert not lab.leftovers()
-    except EngineUnavailable as why:
-        if in_ci():
-            pytest.fail(f"the node profile test must run in CI, but: {why}")
-        pytest.skip(f"node profile test skipped: {why}")
+    with engine_for("the node profile test"):
+        lab = Lab.create(tmp_path_factory.mktemp("node"))
+        lab.project = f"wirelab-node-{uuid.uuid4().hex[:8]}"
+        lab.env["COMPOSE_PROFILES"] = "node"
+        lab.services = SERVICES
+        with booted(lab):
+            grpc_target = lab.compose("port", "grpc-node", "50051", timeout=30).stdout.strip()
+            yield NodeLab(
+                lab,
+                Prometheus(lab.url("prometheus", 9090)),
+                lab.url("rest-node", 8000),
+                grpc_target,
+            )
 
 
 def _rest_calls(base_url: str) -> Counter[tuple[str, int]]:

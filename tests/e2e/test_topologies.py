@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -24,8 +23,8 @@ from wirelab.v1 import wirelab_pb2_grpc as pb_grpc
 
 from tests.config.queries import ANY_TOPOLOGY, REPO, all_queries
 from tests.e2e.bench_run import host_env, make, new_run
-from tests.e2e.engine import EngineUnavailable, docker_engine, in_ci
-from tests.e2e.lab import Lab, wait_for
+from tests.e2e.engine import engine_for
+from tests.e2e.lab import Lab, booted, wait_for
 from tests.e2e.prom import Prometheus
 
 pytestmark = pytest.mark.topology
@@ -76,13 +75,8 @@ class Running:
 
 @pytest.fixture(scope="module")
 def engine() -> Iterator[None]:
-    try:
-        with docker_engine():
-            yield
-    except EngineUnavailable as why:
-        if in_ci():
-            pytest.fail(f"topology tests must run in CI, but: {why}")
-        pytest.skip(f"topology tests skipped: {why}")
+    with engine_for("the topology tests"):
+        yield
 
 
 @pytest.fixture(scope="module", params=sorted(SHAPES))
@@ -96,8 +90,7 @@ def topology(
     lab = Lab.create(tmp_path_factory.mktemp(name), topology=name)
     hops = {service for pairs in shape.hops.values() for _, service in pairs}
     lab.services = ["rest", "grpc", *sorted(hops), *shape.extra, "prometheus"]
-    try:
-        lab.up()
+    with booted(lab):
         grpc_address = lab.compose("port", "grpc", "50051", timeout=30).stdout.strip()
         yield Running(
             name,
@@ -107,12 +100,6 @@ def topology(
             lab.url("rest", 8000),
             grpc_address,
         )
-    except BaseException:
-        print(lab.logs(), file=sys.stderr)
-        raise
-    finally:
-        lab.down()
-        assert not lab.leftovers()
 
 
 def _order(number: int, work_ms: int) -> dict[str, object]:
