@@ -8,7 +8,6 @@ from __future__ import annotations
 import base64
 import os
 import shutil
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,7 +23,7 @@ from wirelab.contract import SERVER
 from wirelab.v1 import wirelab_pb2 as pb
 from wirelab.v1 import wirelab_pb2_grpc as pb_grpc
 
-from tests.services.test_integration import Service, free_port, start
+from tests.services.test_integration import Service, launch, start
 
 pytestmark = pytest.mark.integration
 
@@ -54,27 +53,8 @@ def node() -> str:
 
 
 def start_node(node: str, protocol: str, tmp: Path) -> Service:
-    port, metrics_port = free_port(), free_port()
-    knob = "WIRELAB_REST_PORT" if protocol == "rest" else "WIRELAB_GRPC_PORT"
-    env = {
-        **os.environ,
-        "WIRELAB_HOST": "127.0.0.1",
-        knob: str(port),
-        "WIRELAB_METRICS_PORT": str(metrics_port),
-        "WIRELAB_GRACE_SECONDS": "5",
-    }
-    log = tmp / f"node-{protocol}-{port}.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [node, str(NODE_DIR / "src" / protocol / "main.js")], env=env, stdout=out, stderr=out
-        )
-    service = Service(proc, port, metrics_port, log)
-    deadline = time.monotonic() + 20
-    while not _healthy(protocol, port):
-        assert proc.poll() is None, log.read_text()
-        assert time.monotonic() < deadline, f"node {protocol} not healthy: {log.read_text()}"
-        time.sleep(0.1)
-    return service
+    main = str(NODE_DIR / "src" / protocol / "main.js")
+    return launch([node, main], protocol, tmp, lambda _, port: _healthy(protocol, port))
 
 
 def _healthy(protocol: str, port: int) -> bool:

@@ -9,7 +9,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -54,10 +54,18 @@ class Service:
         return self.proc.wait(timeout=15)
 
 
-def start(module: str, tmp: Path, env: dict[str, str] | None = None) -> Service:
+def launch(
+    command: list[str],
+    protocol: str,
+    tmp: Path,
+    healthy: Callable[[dict[str, str], int], bool],
+    env: dict[str, str] | None = None,
+) -> Service:
+    """``command`` (a service of ``protocol``, configured by WIRELAB_* variables) on free loopback
+    ports, returned once ``healthy(environment, port)``; its output goes to a log in ``tmp``."""
     port = free_port()
     metrics_port = free_port()
-    knob = "WIRELAB_REST_PORT" if module.endswith("rest") else "WIRELAB_GRPC_PORT"
+    knob = "WIRELAB_REST_PORT" if protocol == "rest" else "WIRELAB_GRPC_PORT"
     environ = {
         **os.environ,
         "WIRELAB_HOST": "127.0.0.1",
@@ -66,17 +74,27 @@ def start(module: str, tmp: Path, env: dict[str, str] | None = None) -> Service:
         "WIRELAB_GRACE_SECONDS": "5",
         **(env or {}),
     }
-    log = tmp / f"{module}-{port}-{metrics_port}.log"
+    log = tmp / f"{Path(command[-1]).name}-{port}-{metrics_port}.log"
     with log.open("wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", module], env=environ, stdout=out, stderr=out)
+        proc = subprocess.Popen(command, env=environ, stdout=out, stderr=out)
     service = Service(proc, port, metrics_port, log)
-    check = [sys.executable, "-m", f"{module}.healthcheck"]
     deadline = time.monotonic() + 20
-    while subprocess.run(check, env=environ, capture_output=True).returncode != 0:
+    while not healthy(environ, port):
         assert proc.poll() is None, log.read_text()
-        assert time.monotonic() < deadline, f"{module} not healthy: {log.read_text()}"
+        assert time.monotonic() < deadline, f"{command} not healthy: {log.read_text()}"
         time.sleep(0.2)
     return service
+
+
+def start(module: str, tmp: Path, env: dict[str, str] | None = None) -> Service:
+    """``python -m <module>``, healthy when its own healthcheck says so."""
+    check = [sys.executable, "-m", f"{module}.healthcheck"]
+
+    def healthy(environ: dict[str, str], _: int) -> bool:
+        return subprocess.run(check, env=environ, capture_output=True).returncode == 0
+
+    protocol = "rest" if module.endswith("rest") else "grpc"
+    return launch([sys.executable, "-m", module], protocol, tmp, healthy, env)
 
 
 @pytest.fixture(scope="module")
