@@ -39,12 +39,12 @@ def close_websocket(ws: websocket.WebSocket) -> None:
     """
     try:
         ws.send_close()
-        while ws.recv_frame().opcode != websocket.ABNF.OPCODE_CLOSE:
+        while ws.recv_frame().opcode != websocket.ABNF.OPCODE_CLOSE:  # type: ignore[no-untyped-call]
             pass
     except websocket.WebSocketConnectionClosedException:
         pass  # the peer closed first: the exchange is over either way
     finally:
-        ws.shutdown()
+        ws.shutdown()  # type: ignore[no-untyped-call]
 
 
 class RestLabUser(LabUserMixin, FastHttpUser):
@@ -231,6 +231,6 @@ class RestLabUser(LabUserMixin, FastHttpUser):
                         pong["seq"] == seq and pong["payload"] == payload, "pong is not the ping"
                     )
             except BaseException:
-                ws.shutdown()
+                ws.shutdown()  # type: ignore[no-untyped-call]
                 raise
             close_websocket(ws)
