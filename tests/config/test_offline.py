@@ -133,6 +133,11 @@ def test_build_images_builds_every_stand_in_from_its_dockerfile(fake: dict[str, 
     """Only the python base is "present": every other stand-in is built, on that base, from a
     Dockerfile that exists."""
     stand_ins = _stand_ins()
+    # Toxiproxy's stand-in is built from its Go module: a fake `go install` leaves the binary.
+    add_command(
+        fake, "go",
+        'if [[ "$1" == install ]]; then m="${2%@*}"; mkdir -p "$GOBIN"; : > "$GOBIN/${m##*/}"; fi',
+    )  # fmt: skip
     done, _ = run({**fake, "FAKE_PRESENT": stand_ins["PYTHON_IMAGE"]}, "build-images")
     assert done.returncode == 0, done.stderr
     builds = {}
