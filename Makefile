@@ -9,6 +9,8 @@ PROFILES ?=
 SCENARIO ?= smoke
 ARGS ?=
 RUN ?=
+# `make netem NETWORK=region`: a profile of toxiproxy/profiles.toml, or direct, or show.
+NETWORK ?= show
 
 .PHONY: proto
 # Regenerate the stubs from the one contract (never edit services/wirelab/v1 by hand).
@@ -51,7 +53,7 @@ offline-images:
 tools:
 	offline/go-tools
 
-.PHONY: bench report
+.PHONY: bench report netem
 # `wirelab bench` / `wirelab report` from the host, against the lab's published ports: the
 # project's virtualenv gets the runner and the notebook's packages first (once; offline/venv).
 bench:
@@ -59,3 +61,7 @@ bench:
 
 report:
 	"$$(offline/venv bench,notebook)/bin/wirelab" report $(RUN) $(ARGS)
+
+# The profile on the running lab's Toxiproxy (`make lab PROFILES=netem`; docs/network.md).
+netem:
+	"$$(offline/venv bench)/bin/wirelab" network $(NETWORK) $(ARGS)

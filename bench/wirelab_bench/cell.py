@@ -14,6 +14,7 @@ import httpx
 
 from wirelab_bench.histo import Snapshot, buckets, delta
 from wirelab_bench.load import LocustProcess, Target, locust_command, wait_started
+from wirelab_bench.network import DIRECT
 from wirelab_bench.peaks import SAMPLED, Peaks
 from wirelab_bench.prom import Prometheus
 from wirelab_bench.promql import EXPORTS, TOPOLOGY_EXPORTS, aggregate
@@ -47,6 +48,9 @@ class Lab:
     export_delay_s: float = 1.0
     export_step_s: float = 0.0
     topology: str = ONE_HOP
+    # The services through Toxiproxy, for cells with a network profile (wirelab_bench.network).
+    net_rest_url: str = ""
+    net_grpc_target: str = ""
 
     @property
     def edge(self) -> tuple[str, ...]:
@@ -76,7 +80,10 @@ def measure(
     g = cell.group
     port = lab.client_metrics_port or free_port()
     client_url = f"http://127.0.0.1:{port}/metrics"
-    target = Target(lab.rest_url, lab.grpc_target, lab.locustfile, port, lab.locust_args)
+    proxied = g.network != DIRECT
+    rest_url = lab.net_rest_url if proxied else lab.rest_url
+    grpc_target = lab.net_grpc_target if proxied else lab.grpc_target
+    target = Target(rest_url, grpc_target, lab.locustfile, port, lab.locust_args)
     (run_dir / "locust").mkdir(exist_ok=True)
     cmd = locust_command(cell, target, run_dir / "locust" / cell.cell_id)
     (run_dir / "locust" / f"{cell.cell_id}.cmd").write_text(shlex.join(cmd) + "\n")

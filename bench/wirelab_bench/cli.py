@@ -3,21 +3,24 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from pathlib import Path
 
 from wirelab_bench import knobs as knob_table
+from wirelab_bench.network import DIRECT, NetworkError, Toxiproxy, load_profiles
 from wirelab_bench.report import NOTEBOOK, render, resolve_run
-from wirelab_bench.runner import EXIT_USAGE, run
+from wirelab_bench.runner import EXIT_LAB_NOT_READY, EXIT_USAGE, run
 from wirelab_bench.scenario_file import ScenarioError, load_scenario, resolve
 
 EPILOG = """exit codes:
   0  every cell measured and within its gates
   1  every cell measured, at least one over a gate (error ratio or p99)
   2  usage error or invalid scenario file
-  3  lab not ready: health check timed out, the protocols answered differently, or the lab
-     runs another topology than the scenario's (the message names `make lab TOPOLOGY=...`)
+  3  lab not ready: health check timed out, the protocols answered differently, the lab
+     runs another topology than the scenario's (the message names `make lab TOPOLOGY=...`),
+     or a network profile is asked for and no Toxiproxy answers (`make lab PROFILES=netem`)
   4  incomplete: interrupted (Ctrl-C, SIGTERM) or the lab/load generator failed mid-run;
      the results folder is kept with status "incomplete" and what was measured
 """
@@ -64,6 +67,24 @@ def parser() -> argparse.ArgumentParser:
         default=os.environ.get("WIRELAB_REPORT_NOTEBOOK", str(NOTEBOOK)),
         help=f"the report notebook (default {NOTEBOOK}; env WIRELAB_REPORT_NOTEBOOK)",
     )
+    network = sub.add_parser(
+        "network",
+        help="put a network profile on the running lab's Toxiproxy (compose profile netem)",
+        description="Apply a profile of toxiproxy/profiles.toml to both proxies alike, `direct` "
+        "to take every toxic off, or `show` what is applied now (docs/network.md). The web "
+        "UI's Locust reaches the proxies at http://toxiproxy:8000 and toxiproxy:50051.",
+    )
+    network.add_argument("profile", help="a profile name, direct, or show")
+    network.add_argument(
+        "--toxiproxy-url",
+        default=os.environ.get("WIRELAB_BENCH_TOXIPROXY_URL", "http://127.0.0.1:8474"),
+        help="Toxiproxy's API (default http://127.0.0.1:8474; env WIRELAB_BENCH_TOXIPROXY_URL)",
+    )
+    network.add_argument(
+        "--network-profiles",
+        default=os.environ.get("WIRELAB_BENCH_NETWORK_PROFILES", knob_table.NETWORK_PROFILES),
+        help="the profiles file (env WIRELAB_BENCH_NETWORK_PROFILES)",
+    )
     return top
 
 
@@ -71,10 +92,18 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     if args.command == "report":
         return _report(args)
+    if args.command == "network":
+        return _network(args)
     knobs = knob_table.from_namespace(args)
     try:
-        scenario = load_scenario(resolve(args.scenario, Path(knobs.scenarios_dir)))
-    except ScenarioError as exc:
+        profiles = load_profiles(Path(knobs.network_profiles))
+        scenario = load_scenario(resolve(args.scenario, Path(knobs.scenarios_dir)), profiles)
+        if knobs.network:
+            if knobs.network != DIRECT and knobs.network not in profiles:
+                known = ", ".join([DIRECT, *profiles])
+                raise ScenarioError(f"unknown --network {knobs.network!r} (known: {known})")
+            scenario = scenario.with_network(knobs.network)
+    except (ScenarioError, NetworkError) as exc:
         print(f"wirelab bench: {exc}", file=sys.stderr)
         return EXIT_USAGE
     if args.dry_run:
@@ -97,6 +126,27 @@ def _report(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     html = render(run_dir, Path(args.output_dir) if args.output_dir else None, Path(args.notebook))
     print(html)
+    return 0
+
+
+def _network(args: argparse.Namespace) -> int:
+    try:
+        profiles = load_profiles(Path(args.network_profiles))
+        if args.profile not in (*profiles, DIRECT, "show"):
+            known = ", ".join([*profiles, DIRECT, "show"])
+            raise NetworkError(f"unknown profile {args.profile!r} (known: {known})")
+    except NetworkError as exc:
+        print(f"wirelab network: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    proxy = Toxiproxy(args.toxiproxy_url)
+    if why := proxy.unreachable():
+        print(f"wirelab network: {why}; start it with `make lab PROFILES=netem`", file=sys.stderr)
+        return EXIT_LAB_NOT_READY
+    if args.profile == DIRECT:
+        proxy.reset()
+    elif args.profile != "show":
+        proxy.apply(profiles[args.profile])
+    print(json.dumps(proxy.toxics(), indent=2))
     return 0
 
 

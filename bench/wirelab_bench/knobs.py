@@ -17,6 +17,8 @@ def _repo_path(relative: str) -> str:
     return relative if Path(relative).exists() else str(REPO / relative)
 
 
+NETWORK_PROFILES = _repo_path("toxiproxy/profiles.toml")
+
 # (name, type, default, help)
 KNOBS: tuple[tuple[str, type, object, str], ...] = (
     ("rest_url", str, "http://127.0.0.1:8000", "REST service base URL"),
@@ -38,6 +40,15 @@ KNOBS: tuple[tuple[str, type, object, str], ...] = (
     ("export_step_s", float, 0.0, "Prometheus range-export step; 0 = window/120, at least 1 s"),
     ("compose_project", str, "wirelab", "compose project whose image versions go in the manifest"),
     ("progress", str, "on", "progress display on stderr: on or off"),
+    ("network", str, "",
+     "network profile for every cell (lan, zone, region, ...; direct = no proxy);"
+     " empty = each group's own"),
+    ("network_profiles", str, NETWORK_PROFILES, "the network profiles file (docs/network.md)"),
+    ("toxiproxy_url", str, "http://127.0.0.1:8474", "Toxiproxy API (compose profile netem)"),
+    ("net_rest_url", str, "http://127.0.0.1:18000",
+     "the REST service through Toxiproxy, for cells with a network profile"),
+    ("net_grpc_target", str, "127.0.0.1:15051",
+     "the gRPC service through Toxiproxy, for cells with a network profile"),
 )  # fmt: skip
 
 
@@ -66,6 +77,11 @@ class Knobs:
     export_step_s: float
     compose_project: str
     progress: str
+    network: str
+    network_profiles: str
+    toxiproxy_url: str
+    net_rest_url: str
+    net_grpc_target: str
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -15,6 +15,7 @@ from wirelab_bench import environment
 from wirelab_bench.cell import Lab, measure
 from wirelab_bench.health import wait_healthy
 from wirelab_bench.knobs import REPO, Knobs
+from wirelab_bench.network import Network, NetworkUnavailable
 from wirelab_bench.parity import ParityError, check_parity
 from wirelab_bench.progress import Estimate, Progress, clock
 from wirelab_bench.prom import Prometheus
@@ -78,6 +79,8 @@ def _lab(knobs: Knobs, reasons: dict[str, str], topology: str) -> Lab:
         export_delay_s=knobs.export_delay_s,
         export_step_s=knobs.export_step_s,
         topology=topology,
+        net_rest_url=knobs.net_rest_url,
+        net_grpc_target=knobs.net_grpc_target,
     )
 
 
@@ -125,6 +128,7 @@ def run(scenario: Scenario, knobs: Knobs) -> tuple[int, Path]:
     # Written only by a topology run: a one-hop folder looks as it always did.
     replicas: list[dict[str, Any]] | None = None if scenario.topology == ONE_HOP else []
     code, phase = EXIT_OK, "preflight"
+    network: Network | None = None
     try:
         lab = _lab(knobs, reasons, scenario.topology)
         try:
@@ -135,8 +139,17 @@ def run(scenario: Scenario, knobs: Knobs) -> tuple[int, Path]:
         phase = "topology"
         wait_healthy(knobs.rest_url, knobs.grpc_target, protocols, knobs.health_timeout_s)
         manifest["topology"] = _topology(scenario, lab, protocols, progress)
+        if needed := scenario.networks():
+            phase = "network"
+            network = Network(Path(knobs.network_profiles), knobs.toxiproxy_url, needed)
+            manifest["network"] = {}
         for cell in cells:
             started = time.monotonic()
+            phase = f"{cell.cell_id}: network {cell.group.network}"
+            if network is not None and (applied := network.use(cell.group.network)):
+                manifest["network"][cell.group.network] = applied
+                progress.message(f"network {cell.group.network}: {applied['description']}")
+                wait_healthy(knobs.net_rest_url, knobs.net_grpc_target, protocols, 30)
             phase = f"{cell.cell_id}: health"
             wait_healthy(knobs.rest_url, knobs.grpc_target, protocols, knobs.health_timeout_s)
             if len(protocols) == 2:
@@ -149,7 +162,8 @@ def run(scenario: Scenario, knobs: Knobs) -> tuple[int, Path]:
                 progress.show(c.index, _label(c), step, step_left, run_left)
 
             window, cell_hist = measure(cell, lab, run_dir, tick)
-            row = build_row(window, scenario.gates, scenario.topology)
+            profile = network.profiles.get(cell.group.network) if network else None
+            row = build_row(window, scenario.gates, scenario.topology, profile)
             rows.append(row)
             hist += cell_hist
             if replicas is not None:
@@ -166,7 +180,7 @@ def run(scenario: Scenario, knobs: Knobs) -> tuple[int, Path]:
         code = EXIT_GATE_FAILED if failed else EXIT_OK
     except (Interrupted, KeyboardInterrupt) as exc:
         code = _incomplete(manifest, phase, f"interrupted by {exc or 'SIGINT'}")
-    except (TimeoutError, ParityError, TopologyError) as exc:
+    except (TimeoutError, ParityError, TopologyError, NetworkUnavailable) as exc:
         if not rows:
             manifest["status"] = "failed"
             manifest["interrupted"] = {"phase": phase, "reason": f"lab not ready: {exc}"}
@@ -177,6 +191,8 @@ def run(scenario: Scenario, knobs: Knobs) -> tuple[int, Path]:
     except RuntimeError as exc:
         code = _incomplete(manifest, phase, f"load generator failed: {exc}")
     finally:
+        if network is not None:
+            manifest["network_reset"] = network.reset()
         for s, handler in old.items():
             signal.signal(s, handler)
         manifest["finished_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())

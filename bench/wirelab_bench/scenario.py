@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from wirelab.contract import KINDS_BY_PROTOCOL
@@ -42,6 +42,9 @@ class Group:
     stream_count: int
     stream_interval_ms: int
     work_ms: int
+    # A profile of toxiproxy/profiles.toml between the load generator and the services, or
+    # "direct" (no proxy); wirelab_bench.network.
+    network: str = "direct"
 
 
 @dataclass(frozen=True)
@@ -66,9 +69,10 @@ class Cell:
 
     @property
     def cell_id(self) -> str:
+        network = "" if self.group.network == "direct" else f"_{self.group.network}"
         return (
             f"{self.index:03d}_{self.protocol}_{self.kind}_{self.load.label}"
-            f"_{self.payload_bytes}b_r{self.repetition}"
+            f"_{self.payload_bytes}b{network}_r{self.repetition}"
         )
 
     @property
@@ -105,6 +109,15 @@ class Scenario:
                                         Cell(len(cells), group, proto, kind, load, size, rep)
                                     )
         return cells
+
+    def networks(self) -> tuple[str, ...]:
+        """The network profiles the cells need, in run order (``direct`` needs no proxy)."""
+        return tuple(dict.fromkeys(g.network for g in self.groups if g.network != "direct"))
+
+    def with_network(self, network: str) -> Scenario:
+        """Every group under ``network`` (a run's --network overrides the file's)."""
+        groups = tuple(replace(g, network=network) for g in self.groups)
+        return replace(self, groups=groups)
 
     def estimated_seconds(self) -> float:
         return sum(c.seconds + CELL_OVERHEAD_S for c in self.cells())

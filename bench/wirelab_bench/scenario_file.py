@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import tomllib
+from collections.abc import Collection
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from wirelab.contract import ALL_KINDS, PROTOCOLS
 
+from wirelab_bench.knobs import NETWORK_PROFILES
+from wirelab_bench.network import DIRECT, NetworkError, load_profiles
 from wirelab_bench.scenario import Gates, Group, Load, Scenario
 from wirelab_bench.topology import ONE_HOP, TOPOLOGIES
 
@@ -30,6 +33,7 @@ _GROUP_KEYS = {
     "stream_count": int,
     "stream_interval_ms": int,
     "work_ms": int,
+    "network": str,
 }
 _TOP_KEYS = {
     "description": str,
@@ -50,19 +54,29 @@ _DEFAULTS: dict[str, Any] = {
     "stream_count": 100,
     "stream_interval_ms": 0,
     "work_ms": 0,
+    "network": DIRECT,
 }
 
 
-def load_scenario(path: Path) -> Scenario:
-    """Read and validate ``path``; every problem raises :class:`ScenarioError` naming the key."""
+def load_scenario(path: Path, networks: Collection[str] | None = None) -> Scenario:
+    """Read and validate ``path``; every problem raises :class:`ScenarioError` naming the key.
+
+    ``networks``: the profile names a group may use (default: those of toxiproxy/profiles.toml,
+    docs/network.md).
+    """
     try:
         data = tomllib.loads(path.read_text())
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise ScenarioError(f"{path}: cannot read scenario: {exc}") from exc
-    return parse_scenario(data, path)
+    if networks is None:
+        try:
+            networks = load_profiles(Path(NETWORK_PROFILES)).keys()
+        except NetworkError as exc:
+            raise ScenarioError(str(exc)) from exc
+    return parse_scenario(data, path, networks)
 
 
-def parse_scenario(data: dict[str, Any], path: Path) -> Scenario:
+def parse_scenario(data: dict[str, Any], path: Path, networks: Collection[str] = ()) -> Scenario:
     where = str(path)
     _check_keys(data, _TOP_KEYS, where)
     base = {**_DEFAULTS, **{k: v for k, v in data.items() if k in _GROUP_KEYS}}
@@ -76,7 +90,7 @@ def parse_scenario(data: dict[str, Any], path: Path) -> Scenario:
         merged = {**base, **raw}
         if "groups" in data and "name" not in raw:
             merged["name"] = f"g{i}"
-        groups.append(_group(merged, at))
+        groups.append(_group(merged, at, networks))
     names = [g.name for g in groups]
     if len(set(names)) != len(names):
         raise ScenarioError(f"{where}: group names must be unique, got {names}")
@@ -106,7 +120,7 @@ def _check_keys(data: dict[str, Any], allowed: dict[str, Any], where: str) -> No
             raise ScenarioError(f"{where}: {key} has the wrong type ({type(value).__name__})")
 
 
-def _group(m: dict[str, Any], at: str) -> Group:
+def _group(m: dict[str, Any], at: str, networks: Collection[str]) -> Group:
     if "kinds" not in m:
         raise ScenarioError(f"{at}: missing key 'kinds' (any of {', '.join(ALL_KINDS)})")
     if "loads" not in m:
@@ -121,6 +135,9 @@ def _group(m: dict[str, Any], at: str) -> Group:
             raise ScenarioError(f"{at}: {key} must be >= 0, got {m[key]}")
     if m["duration_s"] <= 0:
         raise ScenarioError(f"{at}: duration_s must be > 0, got {m['duration_s']}")
+    if m["network"] != DIRECT and m["network"] not in networks:
+        known = ", ".join([DIRECT, *networks])
+        raise ScenarioError(f"{at}: unknown network {m['network']!r} (known: {known})")
     if m["stream_count"] < 1:
         raise ScenarioError(f"{at}: stream_count must be >= 1, got {m['stream_count']}")
     loads = tuple(_load(raw, f"{at}: loads[{i}]") for i, raw in enumerate(m["loads"]))
@@ -142,6 +159,7 @@ def _group(m: dict[str, Any], at: str) -> Group:
         stream_count=m["stream_count"],
         stream_interval_ms=m["stream_interval_ms"],
         work_ms=m["work_ms"],
+        network=m["network"],
     )
 
 

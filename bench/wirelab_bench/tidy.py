@@ -9,6 +9,7 @@ from typing import Any
 from wirelab.contract import STREAM_KINDS
 
 from wirelab_bench.histo import Snapshot, buckets, quantile, total
+from wirelab_bench.network import Profile, describe
 from wirelab_bench.scenario import Cell, Gates
 from wirelab_bench.tidy_hops import floor_columns, hop_columns
 from wirelab_bench.topology import ONE_HOP
@@ -49,15 +50,22 @@ def payload_per_call(cell: Cell) -> float:
     return float(cell.payload_bytes) if cell.payload_bytes else NAN
 
 
-def build_row(w: Window, gates: Gates, topology: str = ONE_HOP) -> dict[str, Any]:
+def build_row(
+    w: Window, gates: Gates, topology: str = ONE_HOP, network: Profile | None = None
+) -> dict[str, Any]:
     """The tidy row: identifiers, then rates, latencies, the work floor and the hops, resources
-    and gate verdict."""
+    and gate verdict. ``network``: the profile the cell ran under (None: direct, no proxy)."""
     c, s = w.cell, w.seconds
     pk = {"protocol": c.protocol, "kind": c.kind}
+    net = describe(network)
     row: dict[str, Any] = {
         "cell_id": c.cell_id,
         "group": c.group.name,
         "topology": topology,
+        "network": net["name"],
+        "network_rtt_ms": net["rtt_ms"],
+        "network_jitter_ms": net["jitter_ms"],
+        "network_bandwidth_kbps": net["bandwidth_kbps"] or NAN,
         "protocol": c.protocol,
         "kind": c.kind,
         "load": c.load.label,

@@ -1,0 +1,178 @@
+"""Network profiles (toxiproxy/profiles.toml) and applying one to the lab's Toxiproxy."""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+# A scenario's default: the load generator calls the services, no proxy between them.
+DIRECT = "direct"
+# The proxies of toxiproxy/toxiproxy.json, one per protocol under test.
+PROXIES = ("rest", "grpc")
+_KEYS = {"description": str, "rtt_ms": int, "jitter_ms": int, "bandwidth_kbps": int}
+
+
+class NetworkError(ValueError):
+    """A profile file or profile that cannot be used; the message names the file and key."""
+
+
+@dataclass(frozen=True)
+class Profile:
+    """What a profile adds: a round trip (± jitter) and optionally a bandwidth cap."""
+
+    name: str
+    description: str
+    rtt_ms: int
+    jitter_ms: int = 0
+    bandwidth_kbps: int | None = None
+
+    def toxics(self) -> list[dict[str, Any]]:
+        """Toxiproxy toxics giving this profile on one proxy.
+
+        The round trip is split between the directions (Toxiproxy delays each chunk by its
+        latency ± jitter, in whole ms), so a request-response call pays it once and each
+        direction of a stream pays its share.
+        """
+        up_ms, up_jitter = self.rtt_ms // 2, self.jitter_ms // 2
+        shares = {
+            "upstream": (up_ms, up_jitter),
+            "downstream": (self.rtt_ms - up_ms, self.jitter_ms - up_jitter),
+        }
+        found: list[dict[str, Any]] = []
+        for stream, (ms, jitter) in shares.items():
+            if ms or jitter:
+                found.append(_toxic("latency", stream, latency=ms, jitter=jitter))
+            if self.bandwidth_kbps is not None:
+                found.append(_toxic("bandwidth", stream, rate=self.bandwidth_kbps))
+        return found
+
+
+def _toxic(kind: str, stream: str, **attributes: int) -> dict[str, Any]:
+    return {
+        "name": f"wirelab_{kind}_{stream}",
+        "type": kind,
+        "stream": stream,
+        "toxicity": 1.0,
+        "attributes": attributes,
+    }
+
+
+def load_profiles(path: Path) -> dict[str, Profile]:
+    """Every profile of ``path``; a problem raises :class:`NetworkError` naming the key."""
+    try:
+        data = tomllib.loads(path.read_text())
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise NetworkError(f"{path}: cannot read network profiles: {exc}") from exc
+    profiles = {}
+    for name, raw in data.items():
+        at = f"{path}: [{name}]"
+        if name == DIRECT:
+            raise NetworkError(f"{at}: '{DIRECT}' means no proxy and cannot be a profile")
+        if not isinstance(raw, dict):
+            raise NetworkError(f"{at}: must be a table")
+        for key, value in raw.items():
+            if key not in _KEYS:
+                raise NetworkError(f"{at}: unknown key {key!r} (allowed: {', '.join(_KEYS)})")
+            if not isinstance(value, _KEYS[key]) or isinstance(value, bool):
+                raise NetworkError(f"{at}: {key} must be {_KEYS[key].__name__}, got {value!r}")
+        if "rtt_ms" not in raw:
+            raise NetworkError(f"{at}: missing key 'rtt_ms'")
+        profile = Profile(name, **{"description": "", **raw})
+        if profile.rtt_ms < 0 or not 0 <= profile.jitter_ms <= profile.rtt_ms:
+            raise NetworkError(f"{at}: needs rtt_ms >= 0 and 0 <= jitter_ms <= rtt_ms")
+        if profile.bandwidth_kbps is not None and profile.bandwidth_kbps <= 0:
+            raise NetworkError(f"{at}: bandwidth_kbps must be > 0")
+        profiles[name] = profile
+    return profiles
+
+
+def describe(profile: Profile | None) -> dict[str, Any]:
+    """A profile as the manifest and the tidy table record it (``direct``: no proxy)."""
+    if profile is None:
+        return {"name": DIRECT, "rtt_ms": 0, "jitter_ms": 0, "bandwidth_kbps": None}
+    return asdict(profile)
+
+
+class Toxiproxy:
+    """The lab's Toxiproxy API: which proxies exist, and the toxics that make a profile."""
+
+    def __init__(self, url: str, client: httpx.Client | None = None) -> None:
+        self.url = url.rstrip("/")
+        self.http = client or httpx.Client(timeout=5.0)
+
+    def unreachable(self) -> str | None:
+        """Why the proxies cannot carry a profile, or None when both are there."""
+        try:
+            response = self.http.get(f"{self.url}/proxies")
+            response.raise_for_status()
+            proxies = response.json()
+        except (httpx.HTTPError, ValueError) as exc:
+            return f"no Toxiproxy answers at {self.url} ({type(exc).__name__}: {exc})"
+        missing = [name for name in PROXIES if name not in proxies]
+        if missing:
+            return f"Toxiproxy at {self.url} has no proxy {', '.join(missing)}"
+        return None
+
+    def apply(self, profile: Profile) -> dict[str, list[dict[str, Any]]]:
+        """Replace every toxic with ``profile``'s, on both proxies alike; returns what the proxies
+        report afterwards (for the manifest: what was applied, not what was meant)."""
+        self.reset()
+        for proxy in PROXIES:
+            for toxic in profile.toxics():
+                response = self.http.post(f"{self.url}/proxies/{proxy}/toxics", json=toxic)
+                response.raise_for_status()
+        return self.toxics()
+
+    def reset(self) -> None:
+        """No toxics on any proxy, every proxy enabled (Toxiproxy's own reset)."""
+        self.http.post(f"{self.url}/reset").raise_for_status()
+
+    def toxics(self) -> dict[str, list[dict[str, Any]]]:
+        found = {}
+        for proxy in PROXIES:
+            response = self.http.get(f"{self.url}/proxies/{proxy}/toxics")
+            response.raise_for_status()
+            found[proxy] = sorted(response.json(), key=lambda t: str(t.get("name")))
+        return found
+
+
+class NetworkUnavailable(Exception):
+    """A run needs a network profile and the lab's Toxiproxy cannot carry it."""
+
+
+class Network:
+    """A run's network conditions: its profiles, applied to the lab's Toxiproxy as cells need."""
+
+    def __init__(self, profiles_file: Path, toxiproxy_url: str, needed: tuple[str, ...]) -> None:
+        self.profiles = load_profiles(profiles_file)
+        self.proxy = Toxiproxy(toxiproxy_url)
+        self.current = DIRECT
+        if why := self.proxy.unreachable():
+            raise NetworkUnavailable(
+                f"{why}; cells need network {', '.join(needed)}:"
+                " start the lab with `make lab PROFILES=netem` (docs/network.md)"
+            )
+
+    def use(self, name: str) -> dict[str, Any] | None:
+        """Apply profile ``name`` unless it is on already (or is direct); what was applied."""
+        if name in (DIRECT, self.current):
+            return None
+        try:
+            toxics = self.proxy.apply(self.profiles[name])
+        except httpx.HTTPError as exc:
+            raise NetworkUnavailable(f"applying network {name}: {exc}") from exc
+        self.current = name
+        return {**describe(self.profiles[name]), "toxics": toxics}
+
+    def reset(self) -> str:
+        """Leave the proxies as the lab started them (no toxics); says how that went."""
+        try:
+            self.proxy.reset()
+        except httpx.HTTPError as exc:
+            return f"failed: {exc}"
+        self.current = DIRECT
+        return "ok"
