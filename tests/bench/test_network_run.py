@@ -14,6 +14,7 @@ import httpx
 import pandas as pd
 import pytest
 from wirelab_bench.cli import main
+from wirelab_bench.report import render
 from wirelab_bench.runner import EXIT_LAB_NOT_READY
 
 from tests.bench.lab import Services, free_ports, running_services
@@ -167,3 +168,14 @@ def test_wirelab_network_puts_a_lab_profile_on_and_takes_it_off(
     assert main(["network", "direct", "--toxiproxy-url", api]) == 0
     assert json.loads(capsys.readouterr().out) == {"rest": [], "grpc": []}
     assert main(["network", "moon", "--toxiproxy-url", api]) == 2
+
+
+def test_the_report_compares_the_protocols_across_networks(finished: tuple[int, Path]) -> None:
+    _, run = finished
+    html = render(run).read_text()
+    nb = json.loads((run / "report.ipynb").read_text())
+    errors = [o for c in nb["cells"] for o in c.get("outputs", []) if o["output_type"] == "error"]
+    assert not errors
+    assert "REST against gRPC as the round trip grows" in html
+    assert "Applied, as Toxiproxy reported it: wan (30 ms ± 0)" in html
+    assert (run / "network_ratio.png").is_file()
