@@ -27,6 +27,7 @@ HOST_PORT_VARIABLES = (
     "WIRELAB_REST_NODE_HOST_PORT", "WIRELAB_GRPC_NODE_HOST_PORT",
     "WIRELAB_REST_NODE_METRICS_HOST_PORT", "WIRELAB_GRPC_NODE_METRICS_HOST_PORT",
     "WIRELAB_RABBITMQ_HOST_PORT", "WIRELAB_RABBITMQ_UI_HOST_PORT",
+    "WIRELAB_TOXIPROXY_HOST_PORT", "WIRELAB_NET_REST_HOST_PORT", "WIRELAB_NET_GRPC_HOST_PORT",
 )  # fmt: skip
 
 
@@ -110,7 +111,8 @@ class Lab:
         return self.compose("logs", "--no-color", "--tail", "40", timeout=60, check=False).stdout
 
     def down(self) -> None:
-        self.compose("--profile", "bench", "--profile", "node", "down", "-v", "--remove-orphans",
+        profiles = [arg for p in ("bench", "node", "amqp", "netem") for arg in ("--profile", p)]
+        self.compose(*profiles, "down", "-v", "--remove-orphans",
                      "--timeout", "20", timeout=180)  # fmt: skip
 
     def leftovers(self) -> list[str]:

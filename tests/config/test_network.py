@@ -1,0 +1,64 @@
+"""Toxiproxy in compose's netem profile (docs/network.md), as configured: only with its profile,
+published on loopback with ports the e2e lab can move, a healthcheck with what its image has, one
+proxy per protocol in front of the service compose runs for it, and the bench service pointed at
+those proxies. No engine is needed."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import yaml
+from wirelab_bench.network import PROXIES
+
+from tests.config.queries import REPO
+from tests.config.test_broker import compose_config
+from tests.e2e.lab import HOST_PORT_VARIABLES
+
+PROXY_CONFIG = REPO / "toxiproxy" / "toxiproxy.json"
+
+
+def toxiproxy(**env: str) -> dict[str, Any]:
+    service: dict[str, Any] = compose_config("netem", **env)["services"]["toxiproxy"]
+    return service
+
+
+def test_toxiproxy_starts_only_with_the_netem_profile_and_after_the_services() -> None:
+    assert "toxiproxy" not in compose_config()["services"]
+    service = toxiproxy()
+    assert service["profiles"] == ["netem"]
+    assert {"rest", "grpc"} <= set(service["depends_on"])
+    assert service["healthcheck"]["test"] == ["CMD", "/toxiproxy-cli", "list"]
+    assert "-config=/config/toxiproxy.json" in service["command"]
+
+
+def test_its_ports_are_on_loopback_and_movable_by_the_e2e_lab() -> None:
+    ports = {p["target"]: p for p in toxiproxy()["ports"]}
+    assert set(ports) == {8474, 8000, 50051}
+    assert {p["host_ip"] for p in ports.values()} == {"127.0.0.1"}
+    raw = yaml.safe_load((REPO / "compose.yaml").read_text())["services"]["toxiproxy"]
+    variables = {v for port in raw["ports"] for v in re.findall(r"(WIRELAB_\w+_HOST_PORT)", port)}
+    assert len(variables) == 3 and variables <= set(HOST_PORT_VARIABLES)
+
+
+def test_one_proxy_per_protocol_in_front_of_its_service() -> None:
+    proxies = {p["name"]: p for p in json.loads(PROXY_CONFIG.read_text())}
+    assert tuple(proxies) == PROXIES
+    services = compose_config("netem")["services"]
+    for name, port in (("rest", 8000), ("grpc", 50051)):
+        assert proxies[name]["upstream"] == f"{name}:{port}"
+        assert proxies[name]["listen"] == f"0.0.0.0:{port}"
+        assert port in {p["target"] for p in services[name]["ports"]}
+        assert port in {p["target"] for p in services["toxiproxy"]["ports"]}
+
+
+def test_the_bench_service_reaches_the_proxies_and_the_profiles() -> None:
+    bench = compose_config("bench", "netem")["services"]["bench"]
+    env = bench["environment"]
+    assert env["WIRELAB_BENCH_TOXIPROXY_URL"] == "http://toxiproxy:8474"
+    assert env["WIRELAB_BENCH_NET_REST_URL"] == "http://toxiproxy:8000"
+    assert env["WIRELAB_BENCH_NET_GRPC_TARGET"] == "toxiproxy:50051"
+    mounted = {v["target"]: v["source"] for v in bench["volumes"]}
+    profiles = env["WIRELAB_BENCH_NETWORK_PROFILES"]
+    assert mounted[profiles.rsplit("/", 1)[0]] == str(REPO / "toxiproxy")
