@@ -26,6 +26,15 @@ EPILOG = """exit codes:
 """
 
 
+COMPARE_EPILOG = """exit codes (a CI gate):
+  0  no regression flagged (changes within the intervals, improvements, or one repetition only)
+  1  at least one regression: a figure got worse and the two runs' 95 % intervals do not overlap
+  2  usage error (a folder without manifest.json or tidy.csv), or refused: the manifests differ
+     in host, images, the runner's knobs, servers, topology, network or scenario shape (the
+     message names each field; --force compares anyway)
+"""
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="wirelab", description="wirelab lab commands")
     sub = top.add_subparsers(dest="command", required=True)
@@ -67,6 +76,28 @@ def parser() -> argparse.ArgumentParser:
         default=os.environ.get("WIRELAB_REPORT_NOTEBOOK", str(NOTEBOOK)),
         help=f"the report notebook (default {NOTEBOOK}; env WIRELAB_REPORT_NOTEBOOK)",
     )
+    compare = sub.add_parser(
+        "compare",
+        help="compare two results folders cell by cell: B/A ratios, regressions flagged",
+        description="Match the cells of run A (the baseline) and run B by topology, network,\n"
+        "protocol, kind, load and payload; show B/A ratios of throughput, latency, CPU and\n"
+        "bytes per request with 95 % confidence intervals; write compare_<A>.csv and\n"
+        "compare_<A>.html next to run B (docs/bench.md, 'Comparing two runs').",
+        epilog=COMPARE_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    compare.add_argument("run_a", help="the baseline results folder")
+    compare.add_argument("run_b", help="the results folder compared with it")
+    compare.add_argument(
+        "--force",
+        action="store_true",
+        help="compare even when the manifests differ in host, images, knobs or scenario shape",
+    )
+    compare.add_argument(
+        "--output-dir",
+        default=os.environ.get("WIRELAB_COMPARE_OUTPUT", ""),
+        help="where the CSV and HTML go (default: run B's folder; env WIRELAB_COMPARE_OUTPUT)",
+    )
     network = sub.add_parser(
         "network",
         help="put a network profile on the running lab's Toxiproxy (compose profile netem)",
@@ -94,6 +125,8 @@ def main(argv: list[str] | None = None) -> int:
         return _report(args)
     if args.command == "network":
         return _network(args)
+    if args.command == "compare":
+        return _compare(args)
     knobs = knob_table.from_namespace(args)
     try:
         profiles = load_profiles(Path(knobs.network_profiles))
@@ -127,6 +160,40 @@ def _report(args: argparse.Namespace) -> int:
     html = render(run_dir, Path(args.output_dir) if args.output_dir else None, Path(args.notebook))
     print(html)
     return 0
+
+
+def _compare(args: argparse.Namespace) -> int:
+    # Imported here: scipy comes with the notebook extra, which `wirelab bench` does not need.
+    from wirelab_bench import compare as cmp
+
+    a, b = Path(args.run_a), Path(args.run_b)
+    try:
+        (manifest_a, tidy_a), (manifest_b, tidy_b) = cmp.load_run(a), cmp.load_run(b)
+    except FileNotFoundError as exc:
+        print(f"wirelab compare: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    blocking, shown = cmp.manifest_differences(manifest_a, manifest_b)
+    if blocking and not args.force:
+        print("wirelab compare: refused, the runs differ in:", file=sys.stderr)
+        for line in blocking:
+            print(f"  {line}", file=sys.stderr)
+        print("(--force compares them anyway)", file=sys.stderr)
+        return cmp.EXIT_REFUSED
+    table = cmp.compare(tidy_a, tidy_b)
+    only_a, only_b = cmp.unmatched(tidy_a, tidy_b)
+    notes = {
+        "Differences that invalidate the comparison (compared with --force)": blocking,
+        "Other differences": shown,
+        "Cells only in A": only_a,
+        "Cells only in B": only_b,
+    }
+    csv, page = cmp.write_report(
+        Path(args.output_dir) if args.output_dir else b, a, b, table, notes
+    )
+    for line in cmp.summary(table):
+        print(line)
+    print(f"written: {csv}, {page}")
+    return cmp.exit_code(table)
 
 
 def _network(args: argparse.Namespace) -> int:
