@@ -35,8 +35,8 @@ import pandas as pd
 from IPython.display import Markdown, display  # type: ignore[attr-defined]
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
-from scipy import stats
 from wirelab.contract import PROTOCOLS, STREAM_KINDS
+from wirelab_bench.compare import ci
 
 # %% tags=["parameters"]
 # The results folder to report on; empty = $WIRELAB_REPORT_RESULTS, else the newest folder
@@ -165,21 +165,10 @@ else:
 
 
 # %%
-def ci(values: pd.Series) -> tuple[float, float, float]:
-    v = values.dropna().to_numpy(dtype=float)
-    if len(v) == 0:
-        return math.nan, math.nan, math.nan
-    mean = float(v.mean())
-    if len(v) < 2 or float(v.std(ddof=1)) == 0:
-        return mean, mean, mean
-    half = float(stats.t.ppf(0.975, len(v) - 1) * v.std(ddof=1) / math.sqrt(len(v)))
-    return mean, mean - half, mean + half
-
-
 def summarise(frame: pd.DataFrame, column: str) -> pd.DataFrame:
     rows = []
     for keys, part in frame.groupby(COND, dropna=False):
-        mean, low, high = ci(part[column])
+        mean, low, high, _ = ci(part[column])
         rows.append({**dict(zip(COND, keys, strict=True)), "n": len(part), "mean": mean,
                      "ci_low": low, "ci_high": high})  # fmt: skip
     return pd.DataFrame(rows)
@@ -455,8 +444,8 @@ def compare(kind: str) -> str:
     for k in common:
         r, g = rest.get_group(k), grpc.get_group(k)
         # Successful calls only: a protocol answering errors fast must not win on throughput.
-        rm, rlo, rhi = ci(r["ok_per_s"])
-        gm, glo, ghi = ci(g["ok_per_s"])
+        rm, rlo, rhi, _ = ci(r["ok_per_s"])
+        gm, glo, ghi, _ = ci(g["ok_per_s"])
         if rm > 0 and gm > 0:
             thr.append(gm / rm)
             clear.append(len(r) > 1 and len(g) > 1 and (glo > rhi or ghi < rlo))
