@@ -1,0 +1,168 @@
+"""compose's netem profile booted (docs/network.md): Toxiproxy in front of both services adds a
+profile's round trip on both protocols alike and nothing without one, Prometheus sees the bytes
+each proxy carried, and a short `wirelab bench` run through the proxies records its network."""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+import httpx
+import pandas as pd
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from wirelab_bench.cli import main
+from wirelab_bench.knobs import NETWORK_PROFILES
+from wirelab_bench.network import load_profiles
+
+from tests.e2e.bench_run import host_env
+from tests.e2e.engine import engine_for
+from tests.e2e.lab import Lab, booted, wait_for
+from tests.e2e.prom import Prometheus
+
+pytestmark = pytest.mark.topology
+
+SERVICES = ["rest", "grpc", "toxiproxy", "prometheus"]
+CALLS = 25
+SCENARIO = """
+description = "e2e: one kind, direct then through the region profile"
+kinds = ["unary"]
+loads = [{ users = 1 }]
+warmup_s = 0.5
+duration_s = 3
+cooldown_s = 0
+
+[[groups]]
+name = "direct"
+
+[[groups]]
+name = "region"
+network = "region"
+"""
+
+
+@dataclass
+class NetLab:
+    lab: Lab
+    prometheus: Prometheus
+    api: str
+    rest: dict[str, str]  # "direct" / "proxy" -> base URL
+    grpc: dict[str, str]  # "direct" / "proxy" -> host:port
+
+
+@pytest.fixture(scope="module")
+def net_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NetLab]:
+    with engine_for("the network test"):
+        lab = Lab.create(tmp_path_factory.mktemp("netem"))
+        lab.project = f"wirelab-netem-{uuid.uuid4().hex[:8]}"
+        lab.env["COMPOSE_PROFILES"] = "netem"
+        lab.services = SERVICES
+        with booted(lab):
+            yield NetLab(
+                lab,
+                Prometheus(lab.url("prometheus", 9090)),
+                lab.url("toxiproxy", 8474),
+                {"direct": lab.url("rest", 8000), "proxy": lab.url("toxiproxy", 8000)},
+                {
+                    "direct": lab.url("grpc", 50051).removeprefix("http://"),
+                    "proxy": lab.url("toxiproxy", 50051).removeprefix("http://"),
+                },
+            )
+
+
+def _median_ms(call: Callable[[], object]) -> float:
+    call()  # the connection is set up outside the timed calls, as a pooled client's is
+    times = []
+    for _ in range(CALLS):
+        start = time.perf_counter()
+        call()
+        times.append((time.perf_counter() - start) * 1000)
+    return statistics.median(times)
+
+
+def _rest_ms(base: str) -> float:
+    with httpx.Client(timeout=10) as client:
+        return _median_ms(lambda: client.get(f"{base}/healthz").raise_for_status())
+
+
+def _grpc_ms(target: str) -> float:
+    with grpc.insecure_channel(target) as channel:
+        check = health_pb2_grpc.HealthStub(channel).Check
+        return _median_ms(lambda: check(health_pb2.HealthCheckRequest(), timeout=10))
+
+
+def _round_trips(net: NetLab) -> dict[str, dict[str, float]]:
+    """Median ms of a tiny call per protocol, direct and through the proxy, on one connection."""
+    return {
+        "rest": {path: _rest_ms(url) for path, url in net.rest.items()},
+        "grpc": {path: _grpc_ms(target) for path, target in net.grpc.items()},
+    }
+
+
+def _network(net: NetLab, profile: str) -> None:
+    assert main(["network", profile, "--toxiproxy-url", net.api]) == 0
+
+
+def test_the_region_profile_adds_its_round_trip_on_both_protocols(net_lab: NetLab) -> None:
+    region = load_profiles(Path(NETWORK_PROFILES))["region"]
+    _network(net_lab, "direct")
+    bare = _round_trips(net_lab)
+    _network(net_lab, "region")
+    try:
+        emulated = _round_trips(net_lab)
+    finally:
+        _network(net_lab, "direct")
+    for protocol in ("rest", "grpc"):
+        # The proxy alone costs well under the profile's jitter; the profile adds its round trip
+        # (± jitter: the median of a uniform spread sits near its middle).
+        proxy_alone = bare[protocol]["proxy"] - bare[protocol]["direct"]
+        added = emulated[protocol]["proxy"] - bare[protocol]["direct"]
+        assert proxy_alone < region.jitter_ms, (protocol, bare)
+        low, high = region.rtt_ms - region.jitter_ms, region.rtt_ms + 2 * region.jitter_ms
+        assert low < added < high, (protocol, bare, emulated)
+        # Not through the proxy, nothing changes.
+        assert emulated[protocol]["direct"] < region.rtt_ms / 2, (protocol, emulated)
+
+
+def test_prometheus_sees_what_each_proxy_carried(net_lab: NetLab) -> None:
+    _round_trips(net_lab)
+
+    def carried() -> dict[str, float] | None:
+        found = net_lab.prometheus.values(
+            "sum by (proxy) (toxiproxy_proxy_sent_bytes_total)", by="proxy"
+        )
+        return found if all(found.get(p, 0) > 0 for p in ("rest", "grpc")) else None
+
+    wait_for("toxiproxy's bytes per proxy in Prometheus", carried, timeout=40, every=2)
+
+
+def test_a_bench_run_goes_through_the_proxies_only_where_its_groups_say(
+    net_lab: NetLab, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    scenario = tmp_path / "wan.toml"
+    scenario.write_text(SCENARIO)
+    env = host_env(net_lab.lab)
+    for name, value in env.items():
+        if name.startswith("WIRELAB_BENCH_"):
+            monkeypatch.setenv(name, value)
+    args = [
+        f"--toxiproxy-url={net_lab.api}",
+        f"--net-rest-url={net_lab.rest['proxy']}",
+        f"--net-grpc-target={net_lab.grpc['proxy']}",
+        "--progress=off",
+    ]
+    assert main(["bench", str(scenario), *args]) == 0
+    (run,) = Path(env["WIRELAB_BENCH_RESULTS_DIR"]).glob("*_wan")
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert set(manifest["network"]) == {"region"} and manifest["network_reset"] == "ok"
+    tidy = pd.read_csv(run / "tidy.csv")
+    mean = tidy.pivot_table(index="protocol", columns="network", values="client_mean_ms")
+    added = mean["region"] - mean["direct"]
+    assert ((added > 35) & (added < 60)).all(), mean
+    assert httpx.get(f"{net_lab.api}/proxies/rest/toxics").json() == []
