@@ -218,7 +218,8 @@ def _per_replica(prometheus: Prometheus, service: str) -> dict[str, float]:
 @CLUSTER_ONLY
 def test_the_load_balancer_spreads_orders_over_every_replica(topology: Running) -> None:
     for protocol in ("rest", "grpc"):
-        assert send_orders(topology, protocol, ORDERS)[OK[protocol]] == ORDERS
+        sent = send_orders(topology, protocol, ORDERS)
+        assert sent[OK[protocol]] == ORDERS, (protocol, sent)
         service = f"{protocol}-b"
 
         def three(s: str = service) -> dict[str, float] | None:
