@@ -1,4 +1,4 @@
-"""Benchmark: Locust's median for small calls vs ghz (gRPC) and wrk (REST) at one offered load."""
+"""Benchmark: k6's and Locust's medians for small calls vs ghz (gRPC) and wrk (REST) at one load."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from wirelab_locust.content import order
 from wirelab_bench.benchknobs import parser
 from wirelab_bench.cell import free_port
 from wirelab_bench.histo import buckets, quantile
+from wirelab_bench.k6run import run_k6
 from wirelab_bench.locust_overhead import (
     CLIENT_CPU,
     LAB_LOCUSTFILE,
@@ -50,6 +51,7 @@ KNOBS: tuple[tuple[str, type, Any, str], ...] = (
         str(Path.home() / "go" / "bin" / "ghz"),
         "ghz binary (go install ...ghz@v0.120.0)",
     ),
+    ("k6", str, str(Path.home() / "go" / "bin" / "k6"), "k6 binary (make tools)"),
 )
 
 
@@ -96,6 +98,15 @@ def wrk(lab: Lab, rate: float, conns: int, seconds: int) -> Figures:
     mean = _duration_ms(re.search(r"^\s+Latency\s+(\S+)", out, re.M))
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
     return Figures("wrk", rps, median, mean)
+
+
+def k6(binary: str, protocol: str, lab: Lab, rate: float, conns: int, seconds: int) -> Figures:
+    """k6/order.js at a constant arrival rate (open loop) from ``conns`` VUs, one connection each;
+    median and mean from k6's own summary (microsecond resolution)."""
+    target = lab.grpc if protocol == "grpc" else lab.rest
+    r = run_k6(binary, protocol, target, BODY, rate, conns, seconds, CLIENT_CPU)
+    note = f"{r.dropped} calls not started on time, {r.failed} failed"
+    return Figures("k6", r.answered_per_s, r.median_ms, r.mean_ms, note)
 
 
 def _duration_ms(match: re.Match[str] | None) -> float:
@@ -200,22 +211,22 @@ def _wait_stopped(url: str, timeout: float) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     prog = "python -m wirelab_bench.crosscheck"
     args = parser(prog, __doc__, "WIRELAB_CROSSCHECK", KNOBS).parse_args(argv)
-    missing = [tool for tool in (args.ghz, "wrk") if shutil.which(tool) is None]
+    missing = [tool for tool in (args.ghz, args.k6, "wrk") if shutil.which(tool) is None]
     if missing:
-        print(
-            f"missing {missing}: go install github.com/bojand/ghz/cmd/ghz@v0.120.0; apt install wrk"
-        )
+        print(f"missing {missing}: make tools (ghz, k6); apt install wrk")
         return 2
     exit_on_sigterm()
     rate, conns, seconds = args.rate, args.connections, args.seconds
     tools: dict[str, dict[str, Callable[[Lab], Figures]]] = {
         "grpc": {
             "ghz": lambda lab: ghz(args.ghz, lab, rate, conns, seconds),
+            "k6": lambda lab: k6(args.k6, "grpc", lab, rate, conns, seconds),
             "locust": lambda lab: locust("grpc", lab, rate, conns, seconds),
             "bare": lambda lab: locust_bare("grpc", lab, rate, conns, seconds),
         },
         "rest": {
             "wrk": lambda lab: wrk(lab, rate, conns, seconds),
+            "k6": lambda lab: k6(args.k6, "rest", lab, rate, conns, seconds),
             "locust": lambda lab: locust("rest", lab, rate, conns, seconds),
             "bare": lambda lab: locust_bare("rest", lab, rate, conns, seconds),
         },
@@ -236,11 +247,14 @@ def main(argv: list[str] | None = None) -> int:
                         flush=True,
                     )
             reference = next(iter(pair))
-            ratio = statistics.median(medians["locust"]) / statistics.median(medians[reference])
-            ratios[protocol] = (reference, ratio)
-    for protocol, (reference, ratio) in ratios.items():
-        print(f"{protocol:4} locust/{reference} median ratio {ratio:.3f} (goal 0.85..1.15)")
-    return 0 if all(0.85 <= r <= 1.15 for _, r in ratios.values()) else 1
+            base = statistics.median(medians[reference])
+            for name in list(pair)[1:]:
+                ratios[protocol, name] = (reference, statistics.median(medians[name]) / base)
+    for (protocol, name), (reference, ratio) in ratios.items():
+        goal = " (goal 0.85..1.15: the precise generator)" if name == "k6" else ""
+        print(f"{protocol:4} {name}/{reference} median ratio {ratio:.3f}{goal}")
+    precise = [r for (_, name), (_, r) in ratios.items() if name == "k6"]
+    return 0 if all(0.85 <= r <= 1.15 for r in precise) else 1
 
 
 if __name__ == "__main__":

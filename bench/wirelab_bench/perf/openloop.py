@@ -1,0 +1,82 @@
+"""Benchmark: open-loop latency against offered rate per protocol, up to saturation (the knee).
+
+k6's constant-arrival-rate executor (k6/order.js) offers the small order call at each rate of
+the sweep, whether or not the service keeps up: a closed loop would slow down with the server
+and hide its queue. Both protocols at each rate in turn (the order alternating), on services
+pinned to one core and k6 to the other; prints a row per run and each protocol's knee, the
+highest rate still served on time, and writes the rows as CSV.
+"""
+
+from __future__ import annotations
+
+import csv
+import shutil
+import sys
+from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
+
+from wirelab_bench.benchknobs import parser
+from wirelab_bench.crosscheck import BODY
+from wirelab_bench.k6run import K6Run, run_k6
+from wirelab_bench.locust_overhead import CLIENT_CPU, exit_on_sigterm, services
+
+KNOBS = (
+    ("rates", str, "250,500,1000,1500,2000,3000", "offered calls/s, comma separated, ascending"),
+    ("vus", int, 64, "k6 VUs (connections) available per run: the bound on calls in flight"),
+    ("seconds", int, 10, "seconds per run"),
+    ("k6", str, str(Path.home() / "go" / "bin" / "k6"), "k6 binary (make tools)"),
+    ("csv", str, "openloop.csv", "where the rows go"),
+)
+
+
+def knee(runs: Sequence[K6Run]) -> K6Run | None:
+    """The highest offered rate served on time before the first that was not (runs ascending)."""
+    last = None
+    for run in runs:
+        if not run.on_time:
+            break
+        last = run
+    return last
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser("python -m wirelab_bench.perf.openloop", __doc__, "WIRELAB_OPENLOOP", KNOBS)
+    ns = args.parse_args(argv)
+    rates = [float(r) for r in ns.rates.split(",")]
+    if rates != sorted(rates) or not rates or rates[0] <= 0:
+        args.error(f"--rates must be positive and ascending, got {ns.rates!r}")
+    if shutil.which(ns.k6) is None:
+        print(f"no k6 at {ns.k6}: make tools")
+        return 2
+    exit_on_sigterm()
+    runs: dict[str, list[K6Run]] = {"rest": [], "grpc": []}
+    rows = []
+    print(f"{'protocol':8} {'offered/s':>9} {'answered/s':>10} {'p50 ms':>8} {'p99 ms':>8} "
+          f"{'mean ms':>8} {'dropped':>7} {'failed':>6}")  # fmt: skip
+    with services() as lab:
+        for i, rate in enumerate(rates):
+            for protocol in ("rest", "grpc") if i % 2 == 0 else ("grpc", "rest"):
+                target = lab.grpc if protocol == "grpc" else lab.rest
+                r = run_k6(ns.k6, protocol, target, BODY, rate, ns.vus, ns.seconds, CLIENT_CPU)
+                runs[protocol].append(r)
+                rows.append({"protocol": protocol, **asdict(r)})
+                print(
+                    f"{protocol:8} {r.offered_per_s:9.0f} {r.answered_per_s:10.1f}"
+                    f" {r.median_ms:8.3f} {r.p99_ms:8.3f} {r.mean_ms:8.3f} {r.dropped:7d}"
+                    f" {r.failed:6d}",
+                    flush=True,
+                )
+    with Path(ns.csv).open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    for protocol, series in runs.items():
+        k = knee(series)
+        where = f"{k.offered_per_s:g} calls/s (p99 {k.p99_ms:.2f} ms)" if k else "below the sweep"
+        print(f"{protocol:4} knee: {where}; rows in {ns.csv}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,62 @@
+"""k6 runs as figures (wirelab_bench.k6run) and the open-loop sweep's knee (perf.openloop)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from wirelab_bench.k6run import SCRIPT, K6Run, figures
+from wirelab_bench.perf.openloop import knee, main
+
+
+def summary(
+    duration: str, count: int, dropped: int | None = None, fails: int = 0
+) -> dict[str, Any]:
+    """The parts of k6's --summary-export JSON that k6run reads, as k6 1.8 writes them (a run
+    with nothing dropped has no dropped_iterations at all)."""
+    metrics: dict[str, Any] = {
+        duration: {"avg": 1.5, "med": 1.25, "p(99)": 4.75, "count": count},
+        "checks": {"passes": count - fails, "fails": fails, "value": 1},
+        "iterations": {"count": count, "rate": count / 10},
+    }
+    if dropped is not None:
+        metrics["dropped_iterations"] = {"count": dropped, "rate": dropped / 10}
+    return {"metrics": metrics}
+
+
+def test_each_protocol_reads_its_own_duration_trend() -> None:
+    rest = figures(summary("http_req_duration", 2000), "rest", 200, 10)
+    assert (rest.answered_per_s, rest.median_ms, rest.p99_ms, rest.mean_ms) == (
+        200,
+        1.25,
+        4.75,
+        1.5,
+    )
+    assert (rest.dropped, rest.failed, rest.on_time) == (0, 0, True)
+    grpc = figures(summary("grpc_req_duration", 1500, dropped=500, fails=3), "grpc", 200, 10)
+    assert (grpc.answered_per_s, grpc.dropped, grpc.failed, grpc.on_time) == (150, 500, 3, False)
+    with pytest.raises(KeyError):
+        figures(summary("http_req_duration", 10), "grpc", 1, 10)
+
+
+def run(offered: float, answered: float, dropped: int = 0, p99: float = 1.0) -> K6Run:
+    return K6Run(offered, answered, 1.0, 1.0, p99, dropped, 0)
+
+
+def test_the_knee_is_the_last_rate_served_on_time_before_the_first_that_was_not() -> None:
+    series = [run(250, 250), run(500, 499), run(1000, 990), run(1500, 1200), run(2000, 2000)]
+    assert knee(series) == series[2]  # 1500 fell short; 2000 after it does not count
+    assert knee([run(250, 250, dropped=1), run(500, 500)]) is None  # a late start is a miss
+    assert knee([run(250, 250), run(500, 500)]) == run(500, 500)
+
+
+def test_the_sweep_refuses_rates_out_of_order(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["--rates", "500,250"])
+    assert "--rates must be positive and ascending" in capsys.readouterr().err
+
+
+def test_the_script_is_open_loop_with_a_bounded_pool() -> None:
+    text = SCRIPT.read_text()
+    assert 'executor: "constant-arrival-rate"' in text
+    assert "preAllocatedVUs: vus" in text and "maxVUs: vus" in text
