@@ -42,7 +42,7 @@ lab:
 
 # Stop the lab; its Prometheus/Grafana volumes stay (`docker compose down -v` drops them too).
 lab-down:
-	offline/compose --profile bench --profile node down --remove-orphans
+	offline/compose --profile bench --profile node --profile amqp --profile netem down --remove-orphans
 
 # Build the offline stand-in images only (each skipped when already present).
 offline-images:

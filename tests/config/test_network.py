@@ -62,3 +62,17 @@ def test_the_bench_service_reaches_the_proxies_and_the_profiles() -> None:
     mounted = {v["target"]: v["source"] for v in bench["volumes"]}
     profiles = env["WIRELAB_BENCH_NETWORK_PROFILES"]
     assert mounted[profiles.rsplit("/", 1)[0]] == str(REPO / "toxiproxy")
+
+
+def test_make_lab_down_and_the_e2e_lab_take_every_profile_down() -> None:
+    """`make lab-down` left Toxiproxy running, and the network with it, when it named only the
+    bench and node profiles."""
+    services = yaml.safe_load((REPO / "compose.yaml").read_text())["services"]
+    profiles = {p for s in services.values() for p in s.get("profiles", [])}
+    makefile = (REPO / "Makefile").read_text()
+    recipe = makefile.split("\nlab-down:\n", 1)[1].splitlines()[0]
+    assert set(re.findall(r"--profile (\S+)", recipe)) == profiles, recipe
+    e2e = (REPO / "tests" / "e2e" / "lab.py").read_text()
+    named = re.search(r'for p in \(([^)]*)\) for arg in \("--profile", p\)', e2e)
+    assert named is not None
+    assert set(re.findall(r'"(\w+)"', named.group(1))) == profiles
