@@ -49,7 +49,7 @@ offline-images:
 	offline/build-images
 
 .PHONY: tools
-# The benchmarks' load tools (ghz, vegeta) from the Go module proxy, pinned (offline/go-tools).
+# The benchmarks' load tools (ghz, vegeta, k6) from the Go module proxy, pinned (offline/go-tools).
 tools:
 	offline/go-tools
 
