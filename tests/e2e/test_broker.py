@@ -15,8 +15,7 @@ import pika
 import pytest
 from pika.adapters.blocking_connection import BlockingChannel
 
-from tests.e2e.engine import engine_for
-from tests.e2e.lab import Lab, booted, wait_for
+from tests.e2e.lab import Lab, profile_lab, wait_for
 from tests.e2e.prom import Prometheus
 
 pytestmark = pytest.mark.topology
@@ -42,23 +41,15 @@ class BrokerLab:
 @pytest.fixture(scope="module")
 def broker_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerLab]:
     """The broker and Prometheus alone: the host is the only client."""
-    with engine_for("the broker test"):
-        lab = Lab.create(tmp_path_factory.mktemp("amqp"))
-        lab.project = f"wirelab-amqp-{uuid.uuid4().hex[:8]}"
-        lab.env |= {
-            "COMPOSE_PROFILES": "amqp",
-            "WIRELAB_AMQP_USER": USER,
-            "WIRELAB_AMQP_PASSWORD": PASSWORD,
-        }
-        lab.services = SERVICES
-        with booted(lab):
-            host, port = (
-                lab.compose("port", "rabbitmq", "5672", timeout=30).stdout.strip().rsplit(":", 1)
-            )
-            yield BrokerLab(
-                lab, Prometheus(lab.url("prometheus", 9090)), host, int(port),
-                lab.url("rabbitmq", 15672),
-            )  # fmt: skip
+    credentials = {"WIRELAB_AMQP_USER": USER, "WIRELAB_AMQP_PASSWORD": PASSWORD}
+    with profile_lab(tmp_path_factory.mktemp("amqp"), "amqp", SERVICES, **credentials) as lab:
+        host, port = (
+            lab.compose("port", "rabbitmq", "5672", timeout=30).stdout.strip().rsplit(":", 1)
+        )
+        yield BrokerLab(
+            lab, Prometheus(lab.url("prometheus", 9090)), host, int(port),
+            lab.url("rabbitmq", 15672),
+        )  # fmt: skip
 
 
 def _connect(broker: BrokerLab, user: str, password: str) -> pika.BlockingConnection:

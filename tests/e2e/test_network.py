@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import statistics
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,8 +21,7 @@ from wirelab_bench.knobs import NETWORK_PROFILES
 from wirelab_bench.network import load_profiles
 
 from tests.e2e.bench_run import host_env
-from tests.e2e.engine import engine_for
-from tests.e2e.lab import Lab, booted, wait_for
+from tests.e2e.lab import Lab, profile_lab, wait_for
 from tests.e2e.prom import Prometheus
 
 pytestmark = pytest.mark.topology
@@ -58,22 +56,17 @@ class NetLab:
 
 @pytest.fixture(scope="module")
 def net_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NetLab]:
-    with engine_for("the network test"):
-        lab = Lab.create(tmp_path_factory.mktemp("netem"))
-        lab.project = f"wirelab-netem-{uuid.uuid4().hex[:8]}"
-        lab.env["COMPOSE_PROFILES"] = "netem"
-        lab.services = SERVICES
-        with booted(lab):
-            yield NetLab(
-                lab,
-                Prometheus(lab.url("prometheus", 9090)),
-                lab.url("toxiproxy", 8474),
-                {"direct": lab.url("rest", 8000), "proxy": lab.url("toxiproxy", 8000)},
-                {
-                    "direct": lab.url("grpc", 50051).removeprefix("http://"),
-                    "proxy": lab.url("toxiproxy", 50051).removeprefix("http://"),
-                },
-            )
+    with profile_lab(tmp_path_factory.mktemp("netem"), "netem", SERVICES) as lab:
+        yield NetLab(
+            lab,
+            Prometheus(lab.url("prometheus", 9090)),
+            lab.url("toxiproxy", 8474),
+            {"direct": lab.url("rest", 8000), "proxy": lab.url("toxiproxy", 8000)},
+            {
+                "direct": lab.url("grpc", 50051).removeprefix("http://"),
+                "proxy": lab.url("toxiproxy", 50051).removeprefix("http://"),
+            },
+        )
 
 
 def _median_ms(call: Callable[[], object]) -> float:

@@ -5,7 +5,6 @@ from the host, and counted in Prometheus under runtime="node" by their DNS-found
 from __future__ import annotations
 
 import subprocess
-import uuid
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -16,8 +15,7 @@ import pytest
 from wirelab.v1 import wirelab_pb2 as pb
 from wirelab.v1 import wirelab_pb2_grpc as pb_grpc
 
-from tests.e2e.engine import engine_for
-from tests.e2e.lab import Lab, booted, wait_for
+from tests.e2e.lab import Lab, profile_lab, wait_for
 from tests.e2e.prom import Prometheus
 
 pytestmark = pytest.mark.topology
@@ -52,19 +50,11 @@ class NodeLab:
 @pytest.fixture(scope="module")
 def node_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeLab]:
     """The two Node.js services and Prometheus alone: the host sends the calls."""
-    with engine_for("the node profile test"):
-        lab = Lab.create(tmp_path_factory.mktemp("node"))
-        lab.project = f"wirelab-node-{uuid.uuid4().hex[:8]}"
-        lab.env["COMPOSE_PROFILES"] = "node"
-        lab.services = SERVICES
-        with booted(lab):
-            grpc_target = lab.compose("port", "grpc-node", "50051", timeout=30).stdout.strip()
-            yield NodeLab(
-                lab,
-                Prometheus(lab.url("prometheus", 9090)),
-                lab.url("rest-node", 8000),
-                grpc_target,
-            )
+    with profile_lab(tmp_path_factory.mktemp("node"), "node", SERVICES) as lab:
+        grpc_target = lab.compose("port", "grpc-node", "50051", timeout=30).stdout.strip()
+        yield NodeLab(
+            lab, Prometheus(lab.url("prometheus", 9090)), lab.url("rest-node", 8000), grpc_target
+        )
 
 
 def _rest_calls(base_url: str) -> Counter[tuple[str, int]]:
