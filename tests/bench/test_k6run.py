@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 from wirelab_bench.k6run import SCRIPT, K6Run, figures
-from wirelab_bench.perf.openloop import knee, main
+from wirelab_bench.perf.openloop import knee, main, plot
 
 
 def summary(
@@ -60,3 +61,10 @@ def test_the_script_is_open_loop_with_a_bounded_pool() -> None:
     text = SCRIPT.read_text()
     assert 'executor: "constant-arrival-rate"' in text
     assert "preAllocatedVUs: vus" in text and "maxVUs: vus" in text
+
+
+def test_the_sweep_draws_both_protocols_with_their_knees(tmp_path: Path) -> None:
+    series = [run(250, 250, p99=2.0), run(500, 500, p99=3.0), run(1000, 700, dropped=9, p99=40.0)]
+    path = tmp_path / "openloop.png"
+    plot({"rest": series, "grpc": series[:2]}, path)
+    assert path.stat().st_size > 10_000

@@ -1,4 +1,5 @@
-"""One palette: the report notebook colours each protocol as the dashboards do."""
+"""One palette: the report notebook and the benchmarks' plots colour each protocol as the
+dashboards do."""
 
 from __future__ import annotations
 
@@ -27,19 +28,22 @@ def dashboard_colours() -> dict[str, str]:
     return {proto: colours.pop() for proto, colours in found.items()}
 
 
-def notebook_colours() -> dict[str, str]:
-    tree = ast.parse((REPO / "notebooks" / "report.py").read_text())
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Assign) and any(
-            isinstance(t, ast.Name) and t.id == "COLORS" for t in node.targets
-        ):
-            colours: dict[str, str] = ast.literal_eval(node.value)
-            return colours
-    raise AssertionError("notebooks/report.py defines no COLORS")
+def plot_palettes() -> dict[str, dict[str, str]]:
+    """Every ``COLORS = {...}`` of the report notebook and the benchmarks that draw plots."""
+    found = {}
+    for path in [REPO / "notebooks" / "report.py", *sorted((REPO / "bench").rglob("*.py"))]:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Assign) and any(
+                isinstance(t, ast.Name) and t.id == "COLORS" for t in node.targets
+            ):
+                found[str(path.relative_to(REPO))] = ast.literal_eval(node.value)
+    assert "notebooks/report.py" in found, "notebooks/report.py defines no COLORS"
+    return found
 
 
-def test_notebook_uses_the_dashboards_palette() -> None:
+def test_every_plot_uses_the_dashboards_palette() -> None:
     dashboards = dashboard_colours()
     assert set(dashboards) == {"rest", "grpc"}
     expected = {proto: GRAFANA_TO_MATPLOTLIB[colour] for proto, colour in dashboards.items()}
-    assert notebook_colours() == expected
+    for path, colours in plot_palettes().items():
+        assert colours == expected, path

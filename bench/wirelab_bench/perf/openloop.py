@@ -21,12 +21,15 @@ from wirelab_bench.crosscheck import BODY
 from wirelab_bench.k6run import K6Run, run_k6
 from wirelab_bench.locust_overhead import CLIENT_CPU, exit_on_sigterm, services
 
+# The dashboards' palette (tests/config/test_palette.py holds every plot to it).
+COLORS = {"rest": "tab:blue", "grpc": "tab:orange"}
 KNOBS = (
     ("rates", str, "250,500,1000,1500,2000,3000", "offered calls/s, comma separated, ascending"),
     ("vus", int, 64, "k6 VUs (connections) available per run: the bound on calls in flight"),
     ("seconds", int, 10, "seconds per run"),
     ("k6", str, str(Path.home() / "go" / "bin" / "k6"), "k6 binary (make tools)"),
     ("csv", str, "openloop.csv", "where the rows go"),
+    ("plot", str, "openloop.png", "the latency-against-throughput plot (needs matplotlib)"),
 )
 
 
@@ -38,6 +41,31 @@ def knee(runs: Sequence[K6Run]) -> K6Run | None:
             break
         last = run
     return last
+
+
+def plot(runs: dict[str, list[K6Run]], path: Path) -> None:
+    """p50 and p99 against the rate answered, per protocol: the curve bends up at the knee."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for protocol, series in runs.items():
+        answered = [r.answered_per_s for r in series]
+        for stat, style in (("p50", "-"), ("p99", "--")):
+            values = [r.median_ms if stat == "p50" else r.p99_ms for r in series]
+            ax.plot(answered, values, style, marker="o", color=COLORS[protocol],
+                    label=f"{protocol} {stat}")  # fmt: skip
+        if (k := knee(series)) is not None:
+            ax.axvline(k.answered_per_s, color=COLORS[protocol], alpha=0.3)
+    ax.set_yscale("log")
+    ax.set_xlabel("calls/s answered (offered on a fixed schedule)")
+    ax.set_ylabel("latency from the scheduled start (ms)")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -71,10 +99,14 @@ def main(argv: list[str] | None = None) -> int:
         writer = csv.DictWriter(f, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
+    try:
+        plot(runs, Path(ns.plot))
+    except ImportError:
+        print("no matplotlib: no plot (pip install matplotlib, or the notebook extra)")
     for protocol, series in runs.items():
         k = knee(series)
         where = f"{k.offered_per_s:g} calls/s (p99 {k.p99_ms:.2f} ms)" if k else "below the sweep"
-        print(f"{protocol:4} knee: {where}; rows in {ns.csv}")
+        print(f"{protocol:4} knee: {where}; rows in {ns.csv}, plot in {ns.plot}")
     return 0
 
 
