@@ -84,16 +84,17 @@ def _lab(knobs: Knobs, reasons: dict[str, str], topology: str) -> Lab:
     )
 
 
-def _servers(lab: Lab) -> dict[str, str]:
-    """protocol -> concurrency model (wirelab_server_info), so runs of the two models differ."""
+def _servers(lab: Lab, label: str) -> dict[str, str]:
+    """protocol -> a label of the edge's wirelab_server_info: ``concurrency`` (so runs of the two
+    models differ) or ``fanout`` (how it calls its downstreams, which sets the work floor)."""
     found: dict[str, str] = {}
     for proto, url in lab.server_urls.items():
         for name, labels, _ in scrape(url, proto):
             if name == "wirelab_server_info":
-                found[proto] = labels.get("concurrency", "")
+                found[proto] = labels.get(label, "")
     if lab.prometheus is not None:
-        for labels in lab.prometheus.instant("wirelab_server_info"):
-            found.setdefault(labels.get("protocol", "?"), labels.get("concurrency", ""))
+        for labels in lab.prometheus.instant('wirelab_server_info{job=~"rest|grpc"}'):
+            found.setdefault(labels.get("protocol", "?"), labels.get(label, ""))
     return found
 
 
@@ -131,8 +132,10 @@ def run(scenario: Scenario, knobs: Knobs) -> tuple[int, Path]:
     network: Network | None = None
     try:
         lab = _lab(knobs, reasons, scenario.topology)
+        fanout: dict[str, str] = {}
         try:
-            manifest["servers"] = _servers(lab)
+            manifest["servers"] = _servers(lab, "concurrency")
+            manifest["fanout"] = fanout = _servers(lab, "fanout")
         except (httpx.HTTPError, ValueError, KeyError) as exc:
             manifest["servers"] = {"reason": f"{type(exc).__name__}: {exc}"}
         protocols = tuple(dict.fromkeys(p for g in scenario.groups for p in g.protocols))
@@ -163,7 +166,9 @@ def run(scenario: Scenario, knobs: Knobs) -> tuple[int, Path]:
 
             window, cell_hist = measure(cell, lab, run_dir, tick)
             profile = network.profiles.get(cell.group.network) if network else None
-            row = build_row(window, scenario.gates, scenario.topology, profile)
+            # Unread (no scrape, no Prometheus): the floor assumes one work after another.
+            mode = fanout.get(cell.protocol) or "unknown"
+            row = build_row(window, scenario.gates, scenario.topology, profile, mode)
             rows.append(row)
             hist += cell_hist
             if replicas is not None:

@@ -51,10 +51,15 @@ def payload_per_call(cell: Cell) -> float:
 
 
 def build_row(
-    w: Window, gates: Gates, topology: str = ONE_HOP, network: Profile | None = None
+    w: Window,
+    gates: Gates,
+    topology: str = ONE_HOP,
+    network: Profile | None = None,
+    fanout: str = "sequential",
 ) -> dict[str, Any]:
     """The tidy row: identifiers, then rates, latencies, the work floor and the hops, resources
-    and gate verdict. ``network``: the profile the cell ran under (None: direct, no proxy)."""
+    and gate verdict. ``network``: the profile the cell ran under (None: direct, no proxy);
+    ``fanout``: how the edge called its downstreams (its wirelab_server_info)."""
     c, s = w.cell, w.seconds
     pk = {"protocol": c.protocol, "kind": c.kind}
     net = describe(network)
@@ -94,7 +99,7 @@ def build_row(
     }
     row |= _latencies(cli, "client_duration", "client", **pk)
     row |= _latencies(srv, "server_duration", "server", **pk)
-    row |= floor_columns(c, topology, cli)
+    row |= floor_columns(c, topology, cli, fanout)
     row |= hop_columns(c, topology, srv, server_requests)
     stream = c.kind in STREAM_KINDS
     for side, snap in (("client", cli), ("server", srv)):

@@ -30,17 +30,26 @@ def mean_ms(snap: Snapshot | None, histogram: str, **match: str) -> float:
     return 1000 * total(snap, f"{histogram}_sum", **match) / cum[-1][1]
 
 
-def floor_columns(cell: Cell, topology: str, client: Snapshot | None) -> dict[str, float]:
+def floor_columns(
+    cell: Cell, topology: str, client: Snapshot | None, fanout: str = "sequential"
+) -> dict[str, Any]:
     """``client_mean_ms`` (Locust's, end to end), ``work_floor_ms`` (the work an order waits
-    for in sequence, topology.TOPOLOGIES) and ``overhead_above_floor_ms``: the client-side MEAN
-    minus the floor, what the protocols, the hops and queueing add. Unary cells only."""
+    for, topology.work_floor_ms, given the edge's ``fanout``) and ``overhead_above_floor_ms``:
+    the client-side MEAN minus the floor, what the protocols, the hops and queueing add; and
+    ``fanout`` itself. Unary cells only."""
     pk = {"protocol": cell.protocol, "kind": cell.kind}
     client_mean = mean_ms(client, "client_duration", **pk)
     if cell.kind != "unary":
-        return {"client_mean_ms": client_mean, "work_floor_ms": NAN, "overhead_above_floor_ms": NAN}
-    floor = work_floor_ms(topology, cell.group.work_ms)
+        return {
+            "client_mean_ms": client_mean,
+            "fanout": fanout,
+            "work_floor_ms": NAN,
+            "overhead_above_floor_ms": NAN,
+        }
+    floor = work_floor_ms(topology, cell.group.work_ms, fanout)
     return {
         "client_mean_ms": client_mean,
+        "fanout": fanout,
         "work_floor_ms": floor,
         "overhead_above_floor_ms": client_mean - floor,
     }

@@ -34,8 +34,7 @@ TOPOLOGIES: dict[str, Topology] = {
     # A relays to lb (or, client-side balanced, to grpc-b), one replica of B does work_ms.
     "cluster": Topology(downstreams=1, works=1),
     # The order service's own work_ms, then product, customer and shipping in turn: the study's
-    # 4 x 100 ms. The file's default WIRELAB_FANOUT=sequential; with parallel the floor would be
-    # 1 x work_ms, which this table does not know.
+    # 4 x 100 ms (the file's default WIRELAB_FANOUT=sequential).
     "order-chain": Topology(downstreams=3, works=4),
 }
 
@@ -44,8 +43,16 @@ class TopologyError(Exception):
     """The lab runs another topology than the scenario needs; the message says how to start it."""
 
 
-def work_floor_ms(topology: str, work_ms: int) -> float:
-    return float(TOPOLOGIES[topology].works * work_ms)
+# Fan-out modes whose work all runs at once (services/wirelab/hops/relay.py): the hop's own
+# work and every downstream's together, so an order waits for one work_ms, not each in turn.
+AT_ONCE = frozenset({"parallel", "split"})
+
+
+def work_floor_ms(topology: str, work_ms: int, fanout: str = "sequential") -> float:
+    """What an order waits for with zero protocol cost: each work_ms in turn, or one when the
+    edge's ``fanout`` runs them all at once (its wirelab_server_info says which)."""
+    works = TOPOLOGIES[topology].works
+    return float((min(works, 1) if fanout in AT_ONCE else works) * work_ms)
 
 
 def peers_in(samples: Iterable[Sample]) -> list[str]:

@@ -74,7 +74,8 @@ class ServerMetrics {
     for (const family of contract.SERVER) this.made[family.name] = instrument(family, registry);
     const m = this.made;
     this.requests = m.wirelab_server_requests;
-    m.wirelab_server_info.set({ protocol, concurrency }, 1);
+    // No downstreams in Node.js yet (docs/node.md): fanout "none", as a Python service without them.
+    m.wirelab_server_info.set({ protocol, concurrency, fanout: "none" }, 1);
     // No payload budget in this runtime yet (docs/node.md): 0 is the contract's "no admission
     // control", and nothing is held by it.
     m.wirelab_server_payload_budget_bytes.set({ protocol }, 0);

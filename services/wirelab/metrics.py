@@ -31,7 +31,9 @@ if TYPE_CHECKING:
 class ServerMetrics:
     """The server-side instruments, bound to one protocol and registered in ``registry``."""
 
-    def __init__(self, protocol: str, registry: CollectorRegistry, concurrency: str) -> None:
+    def __init__(
+        self, protocol: str, registry: CollectorRegistry, concurrency: str, fanout: str = "none"
+    ) -> None:
         if protocol not in PROTOCOLS:
             raise ValueError(f"unknown protocol {protocol!r}")
         self.protocol = protocol
@@ -63,7 +65,7 @@ class ServerMetrics:
         self.messages_received = cast(Counter, made["wirelab_server_messages_received"])
         self.messages_sent = cast(Counter, made["wirelab_server_messages_sent"])
         self.in_flight = cast(Gauge, made["wirelab_server_requests_in_flight"])
-        cast(Gauge, made["wirelab_server_info"]).labels(protocol, concurrency).set(1)
+        cast(Gauge, made["wirelab_server_info"]).labels(protocol, concurrency, fanout).set(1)
         # The payload budget (wirelab.core.admission): 0 capacity until report_budget is called,
         # which is also what the knob's 0 (admission off) reads as.
         budget_capacity = cast(Gauge, made["wirelab_server_payload_budget_bytes"])

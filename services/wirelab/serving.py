@@ -27,7 +27,12 @@ def bad_configuration(prog: str, exc: Exception) -> NoReturn:
 def instruments(settings: Settings, protocol: str, concurrency: str) -> ServerMetrics | None:
     """The server metrics (in a registry of their own, rendered before the default one), or
     None when WIRELAB_METRICS=off."""
-    return ServerMetrics(protocol, CollectorRegistry(), concurrency) if settings.metrics else None
+    if not settings.metrics:
+        return None
+    # The fan-out mode tells a run's work floor (wirelab_bench.topology): all at once waits for
+    # one work_ms, one after another for each.
+    fanout = settings.fanout if settings.downstream else "none"
+    return ServerMetrics(protocol, CollectorRegistry(), concurrency, fanout)
 
 
 def serve_metrics(settings: Settings, prog: str, metrics: ServerMetrics | None) -> None:

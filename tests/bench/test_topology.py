@@ -204,6 +204,23 @@ def test_order_chain_floor_and_three_calls_per_order(tmp_path: Path) -> None:
     assert row["hop_calls"] == 30 and row["hop_calls_per_order"] == pytest.approx(3.0)
     assert row["work_floor_ms"] == 400
     assert row["overhead_above_floor_ms"] == pytest.approx(20.0)
+    # All at once (WIRELAB_FANOUT=parallel, as the edge's wirelab_server_info says): one 100 ms.
+    window = _edge_window(tmp_path, "order-chain", peers, work_ms=100)
+    at_once = build_row(window, Gates(), "order-chain", fanout="parallel")
+    assert (at_once["fanout"], at_once["work_floor_ms"]) == ("parallel", 100)
+    assert at_once["overhead_above_floor_ms"] == pytest.approx(320.0)
+
+
+@pytest.mark.parametrize(
+    ("topology", "fanout", "floor"),
+    [
+        ("order-chain", "sequential", 400), ("order-chain", "parallel", 100),
+        ("order-chain", "split", 100), ("order-chain", "unknown", 400),
+        ("cluster", "split", 100), ("one-hop", "none", 100),
+    ],
+)  # fmt: skip
+def test_the_floor_follows_the_edges_fanout(topology: str, fanout: str, floor: float) -> None:
+    assert work_floor_ms(topology, 100, fanout) == floor
 
 
 def test_one_hop_rows_have_the_floor_but_no_hop_figures(tmp_path: Path) -> None:

@@ -25,6 +25,7 @@ from wirelab.hops import DEADLINE_HEADER, build_relay
 from wirelab.metrics import ServerMetrics
 from wirelab.rest.app import create_app
 from wirelab.rpc.server import build_aio
+from wirelab.serving import instruments
 from wirelab.settings import Settings
 from wirelab.v1 import wirelab_pb2 as pb
 from wirelab.v1 import wirelab_pb2_grpc as pb_grpc
@@ -396,3 +397,16 @@ def test_downstream_knobs_come_from_the_environment() -> None:
     )
     assert config.downstream_timeout_seconds == 3.0
     assert knobs.load([], environ={}).downstream == ()
+
+
+@pytest.mark.parametrize("fanout", ["sequential", "parallel", "split"])
+def test_a_hop_reports_how_it_calls_its_downstreams(fanout: str) -> None:
+    """The runner's work floor depends on it (wirelab_bench.topology.work_floor_ms)."""
+    hop = settings(downstream=("http://b:8000",), fanout=fanout)
+    metrics = instruments(hop, "rest", "async")
+    assert metrics is not None
+    info = {"protocol": "rest", "concurrency": "async"}
+    assert value(metrics.registry, "wirelab_server_info", **info, fanout=fanout) == 1
+    alone = instruments(settings(fanout=fanout), "rest", "async")
+    assert alone is not None
+    assert value(alone.registry, "wirelab_server_info", **info, fanout="none") == 1

@@ -130,7 +130,8 @@ def test_rest_process_answers_and_exports(rest: Service) -> None:
     received = 'wirelab_server_messages_received_total{kind="upload_chunked",protocol="rest"}'
     assert rest.metric(received) > 1
     assert rest.metric("process_resident_memory_bytes") > 0
-    assert rest.metric('wirelab_server_info{concurrency="async",protocol="rest"}') == 1
+    info = 'wirelab_server_info{concurrency="async",fanout="none",protocol="rest"}'
+    assert rest.metric(info) == 1
 
 
 def test_rest_client_disconnect_mid_stream_is_cancelled(rest: Service) -> None:

@@ -368,7 +368,8 @@ def test_info_gauge_and_preinitialised_series(
     rest: TestClient, registry: CollectorRegistry, request: pytest.FixtureRequest
 ) -> None:
     mode = request.node.callspec.params["rest"]
-    assert value(registry, "wirelab_server_info", protocol="rest", concurrency=mode) == 1
+    info = {"protocol": "rest", "concurrency": mode, "fanout": "none"}
+    assert value(registry, "wirelab_server_info", **info) == 1
     assert (
         registry.get_sample_value(
             "wirelab_server_requests_total",
