@@ -33,9 +33,13 @@ class Service:
     metrics_url: str  # the service's /metrics, on its own port
 
     def cpu_seconds(self) -> float:
-        """User + system CPU of the whole process (all threads) so far."""
-        times = self.process.cpu_times()
-        return float(times.user + times.system)
+        """User + system CPU of the whole process (all threads) and of its children (nginx's
+        worker does its master's work) so far."""
+        total = 0.0
+        for proc in (self.process, *self.process.children(recursive=True)):
+            times = proc.cpu_times()
+            total += times.user + times.system
+        return total
 
     def rss(self) -> int:
         return int(self.process.memory_info().rss)

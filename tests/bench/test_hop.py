@@ -16,6 +16,7 @@ from wirelab_bench.perf.hopstats import (
     ARMS,
     BARE,
     DIRECT,
+    NGINX,
     WIRELAB,
     ArmRun,
     Round,
@@ -32,13 +33,16 @@ def _run(p50_ms: float, relay_cpu_s: float = 0.0, ok: int = 100) -> ArmRun:
     return ArmRun(Load(1.0, Counter({"200": ok}), p50_ms, 2 * p50_ms), relay_cpu_s, 0.1)
 
 
-def test_every_arm_runs_in_every_position_equally_often() -> None:
+def test_every_arm_runs_in_every_position_and_after_every_other_arm_equally_often() -> None:
+    n = len(ARMS)
     for start in (0, 7):
-        orders = [arm_order(r) for r in range(start, start + 6)]
-        for position in range(len(ARMS)):
-            assert Counter(o[position] for o in orders) == dict.fromkeys(ARMS, 2)
+        orders = [arm_order(r) for r in range(start, start + n)]
+        for position in range(n):
+            assert Counter(o[position] for o in orders) == dict.fromkeys(ARMS, 1)
         assert all(sorted(o) == sorted(ARMS) for o in orders)
         assert all(a != b for a, b in itertools.pairwise(orders))
+        follows = Counter(pair for o in orders for pair in itertools.pairwise(o))
+        assert set(follows.values()) == {1} and len(follows) == n * (n - 1)
 
 
 def test_added_pairs_each_round_with_its_own_direct_run() -> None:
@@ -97,3 +101,18 @@ def test_an_arm_short_of_the_offered_load_or_with_errors_is_refused(
 ) -> None:
     with pytest.raises(RuntimeError, match=why):
         hop.run_arm(_offer(codes), _procs(), BARE, 3, 100)
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("protocol", ["rest", "grpc"])
+def test_every_relay_answers_as_b_does_and_nginx_counts_its_worker(protocol: str) -> None:
+    """The benchmark's process set on loopback: B, wirelab's relay, the bare relay and nginx as
+    the cluster's load balancer, each answering B's reply (process_set checks it)."""
+    with hop.process_set(protocol, "on") as procs:
+        assert set(procs) == set(ARMS)
+        nginx = procs[NGINX]
+        before = nginx.cpu_seconds()
+        for _ in range(50):
+            hop.answer(protocol, nginx.address)
+        # The master only waits; the calls cost its worker, a child.
+        assert nginx.process.children() and nginx.cpu_seconds() > before

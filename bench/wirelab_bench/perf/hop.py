@@ -1,16 +1,19 @@
 """Benchmark: what one relay hop adds to each call, per protocol, at a fixed offered load.
 
-Three arms against one downstream B (a wirelab service; the small order, work_ms=0):
+Four arms against one downstream B (a wirelab service; the small order, work_ms=0):
 direct, the load tool calls B; wirelab, it calls A, a wirelab service of the same protocol with
 WIRELAB_DOWNSTREAM=B and WIRELAB_LOCAL_WORK=off (a pure relay answering with B's reply); bare,
-it calls the bare relay of wirelab_bench.perf.barerelay, the transport's own cost of a hop.
-Every arm is offered the same fixed rate, open loop (vegeta for REST, ghz --rps for gRPC), so
-latencies are compared at one load rather than at each arm's own saturation. B and both relays
-share the server CPU, the load tool has the other. Each round runs every arm once, in an order
-that changes from round to round, against the same processes; fresh processes every few rounds.
-Printed per protocol: the hop's added median and p99 latency (each round's via-relay figure
-minus that round's direct one) and the relay's CPU per call (psutil), each the median of the
-rounds with its 95 % interval, and then what wirelab's hop adds over the bare one.
+it calls the bare relay of wirelab_bench.perf.barerelay, the transport's own cost of a hop;
+nginx, it calls nginx proxying to B as the cluster topology's load balancer does (HTTP/1.1
+keep-alive upstream, grpc_pass). Client-side balancing (gRPC's round_robin) puts no process
+between client and B: its hop is the direct arm. Every arm is offered the same fixed rate, open
+loop (vegeta for REST, ghz --rps for gRPC), so latencies are compared at one load rather than at
+each arm's own saturation. B and the relays share the server CPU, the load tool has the other.
+Each round runs every arm once, in a balanced order that changes from round to round, against
+the same processes; fresh processes every few rounds. Printed per protocol: the hop's added
+median and p99 latency (each round's via-relay figure minus that round's direct one) and the
+relay's CPU per call (psutil, children included), each the median of the rounds with its 95 %
+interval, and then what wirelab's hop adds over the bare one.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
@@ -41,6 +45,7 @@ from wirelab_bench.perf.hopstats import (
     ARMS,
     BARE,
     DIRECT,
+    NGINX,
     WIRELAB,
     ArmRun,
     Round,
@@ -118,6 +123,70 @@ def bare_relay(protocol: str, cpu: int, downstream: str) -> Iterator[Service]:
         yield Service(protocol, address, process, metrics_url="")  # no metrics at all
 
 
+# The lab's load balancer (topologies/nginx.conf) reduced to one upstream: the same proxying
+# directives, one worker (it is pinned to the server core), nothing written outside its prefix.
+NGINX_CONF = """
+worker_processes 1;
+pid nginx.pid;
+error_log stderr warn;
+events {{ worker_connections 4096; }}
+http {{
+    client_body_temp_path tmp; proxy_temp_path tmp; fastcgi_temp_path tmp;
+    uwsgi_temp_path tmp; scgi_temp_path tmp;
+    access_log off;
+    keepalive_requests 1000000;
+    {server}
+}}
+"""
+NGINX_REST = """
+    upstream b {{ server {b}; keepalive 64; }}
+    server {{
+        listen 127.0.0.1:{port};
+        location / {{
+            proxy_pass http://b;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_buffering off;
+            proxy_request_buffering off;
+        }}
+    }}
+"""
+NGINX_GRPC = """
+    upstream b {{ server {b}; keepalive 64; }}
+    server {{
+        listen 127.0.0.1:{port} http2;
+        location / {{ grpc_pass grpc://b; }}
+    }}
+"""
+
+
+def nginx_binary() -> str:
+    """Debian's nginx (1.22, the cluster's stand-in), unpacked by offline/deb-tool, never
+    installed: its package would start a server on :80."""
+    done = subprocess.run(
+        [str(REPO / "offline" / "deb-tool"), "nginx", "usr/sbin/nginx"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    return done.stdout.strip()
+
+
+@contextmanager
+def nginx_relay(protocol: str, cpu: int, downstream: str) -> Iterator[Service]:
+    """nginx in front of B as the cluster topology's lb runs it: HTTP/1.1 keep-alive upstream
+    for REST, grpc_pass over HTTP/2 for gRPC; its worker's CPU counts (Service.cpu_seconds)."""
+    port = free_port()
+    b = downstream.removeprefix("http://")
+    server = (NGINX_REST if protocol == "rest" else NGINX_GRPC).format(b=b, port=port)
+    address = f"http://127.0.0.1:{port}" if protocol == "rest" else f"127.0.0.1:{port}"
+    with tempfile.TemporaryDirectory() as prefix:
+        (Path(prefix) / "tmp").mkdir()
+        conf = Path(prefix) / "nginx.conf"
+        conf.write_text(NGINX_CONF.format(server=server))
+        cmd = [nginx_binary(), "-p", prefix, "-c", str(conf), "-e", "stderr", "-g", "daemon off;"]
+        with running(cmd, cpu, lambda: answering(protocol, address)) as process:
+            yield Service(protocol, address, process, metrics_url="")
+
+
 @contextmanager
 def process_set(protocol: str, metrics: str) -> Iterator[dict[str, Service]]:
     """B, and the two relays in front of it, by arm; each answers the order as B does."""
@@ -129,9 +198,10 @@ def process_set(protocol: str, metrics: str) -> Iterator[dict[str, Service]]:
             DIRECT: b,
             WIRELAB: stack.enter_context(service(protocol, SERVER_CPU, relay)),
             BARE: stack.enter_context(bare_relay(protocol, SERVER_CPU, downstream)),
+            NGINX: stack.enter_context(nginx_relay(protocol, SERVER_CPU, b.address)),
         }
         expected = answer(protocol, b.address)
-        for arm in (WIRELAB, BARE):
+        for arm in (WIRELAB, BARE, NGINX):
             got = answer(protocol, procs[arm].address)
             if got != expected:
                 raise RuntimeError(f"{arm} relay answers {got}, B answers {expected}")
@@ -191,13 +261,14 @@ def report(protocol: str, rounds: list[Round]) -> None:
           f"{figure([downstream_cpu(r) for r in direct]).median:.3f} ms per call")  # fmt: skip
     print(f"  {'one hop via':16} {'added p50 latency':32} {'added p99 latency':32} "
           "relay CPU per call")  # fmt: skip
-    for arm, base in ((WIRELAB, DIRECT), (BARE, DIRECT), (WIRELAB, BARE)):
+    for arm, base in ((WIRELAB, DIRECT), (BARE, DIRECT), (NGINX, DIRECT), (WIRELAB, BARE)):
         name = f"{arm} - {base}" if base != DIRECT else arm
         cpu = added(rounds, arm, base, relay_cpu)
         print(f"  {name:16} {added(rounds, arm, base, p50).text():32} "
               f"{added(rounds, arm, base, p99).text():32} {cpu.text()}")  # fmt: skip
     b_cpu = "  ".join(
-        f"{arm} {added(rounds, arm, DIRECT, downstream_cpu).text()}" for arm in (WIRELAB, BARE)
+        f"{arm} {added(rounds, arm, DIRECT, downstream_cpu).text()}"
+        for arm in (WIRELAB, BARE, NGINX)
     )
     # Not part of any relay's cost: whether B, the same service doing the same work, costs
     # the same when a relay calls it as when the load tool does.
@@ -235,11 +306,11 @@ def main(argv: list[str] | None = None) -> int:
         "benchmark": prog, "knobs": vars(args), "git": git_info(REPO), "host": host_info(),
         "tools": versions(tools), "server_cpu": SERVER_CPU, "load_cpu": CLIENT_CPU,
     })  # fmt: skip
-    print(f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}: B and both relays on CPU "
+    print(f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}: B and the relays on CPU "
           f"{SERVER_CPU}, load on CPU {CLIENT_CPU}, {args.rate} calls/s offered to every arm, "
-          f"{args.rounds} rounds x 3 arms x {args.seconds} s per protocol, {args.sets} process "
-          f"sets, metrics {args.metrics}, load average {os.getloadavg()[0]:.2f}; results in "
-          f"{run_dir}")  # fmt: skip
+          f"{args.rounds} rounds x {len(ARMS)} arms x {args.seconds} s per protocol, "
+          f"{args.sets} process sets, metrics {args.metrics}, load average "
+          f"{os.getloadavg()[0]:.2f}; results in {run_dir}")  # fmt: skip
     measured: dict[str, list[Round]] = {}
     for protocol in protocols:
         measured[protocol] = measure(protocol, args)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -11,14 +10,27 @@ from typing import Any
 from wirelab_bench.loadtools import Load
 from wirelab_bench.overhead import median_interval
 
-DIRECT, WIRELAB, BARE = "direct", "wirelab", "bare"
-ARMS = (DIRECT, WIRELAB, BARE)
-_ORDERS = tuple(itertools.permutations(ARMS))
+DIRECT, WIRELAB, BARE, NGINX = "direct", "wirelab", "bare", "nginx"
+ARMS = (DIRECT, WIRELAB, BARE, NGINX)
+
+
+def _balanced(n: int) -> list[tuple[int, ...]]:
+    """A balanced Latin square (Williams): each item once in every position, and each item
+    right after each other one equally often; an odd n needs its mirror rows as well."""
+    rows = []
+    for first in range(n):
+        steps = [0] + [(k + 1) // 2 if k % 2 else -(k // 2) for k in range(1, n)]
+        rows.append(tuple((first + s) % n for s in steps))
+    return rows if n % 2 == 0 else rows + [row[::-1] for row in rows]
+
+
+_ORDERS = tuple(tuple(ARMS[i] for i in row) for row in _balanced(len(ARMS)))
 
 
 def arm_order(round_: int) -> tuple[str, ...]:
-    """The arms in the order round ``round_`` runs them: every order in turn, so over six rounds
-    each arm runs first, second and last equally often and no arm always follows another."""
+    """The arms in the order round ``round_`` runs them: over every len(ARMS) rounds each arm
+    runs in each position once and right after each other arm once, so drift on a shared machine
+    and one arm's after-effects on the next fall on all arms alike."""
     return _ORDERS[round_ % len(_ORDERS)]
 
 
