@@ -162,3 +162,22 @@ def _answers(url: str) -> bool:
         return httpx.get(url, timeout=2).status_code == 200
     except httpx.HTTPError:
         return False
+
+
+def direct_then(network: str) -> str:
+    """A scenario of two groups, unary on both protocols, 3 s windows: direct, then through
+    ``network`` (a profile name); only the network differs between them."""
+    return f"""
+kinds = ["unary"]
+loads = [{{ users = 1 }}]
+warmup_s = 0.5
+duration_s = 3
+cooldown_s = 0
+
+[[groups]]
+name = "direct"
+
+[[groups]]
+name = "{network}"
+network = "{network}"
+"""

@@ -17,27 +17,13 @@ from wirelab_bench.cli import main
 from wirelab_bench.report import render
 from wirelab_bench.runner import EXIT_LAB_NOT_READY
 
-from tests.bench.lab import Services, free_ports, running_services
+from tests.bench.lab import Services, direct_then, free_ports, running_services
 from tests.config.queries import REPO
 
 pytestmark = pytest.mark.integration
 
 RTT_MS = 30
-# Both groups run each protocol in turn; only the network differs between them.
-SCENARIO = """
-kinds = ["unary"]
-loads = [{ users = 1 }]
-warmup_s = 0.5
-duration_s = 3
-cooldown_s = 0
-
-[[groups]]
-name = "direct"
-
-[[groups]]
-name = "wan"
-network = "wan"
-"""
+SCENARIO = direct_then("wan")
 
 
 @pytest.fixture(scope="module")

@@ -20,6 +20,7 @@ from wirelab_bench.cli import main
 from wirelab_bench.knobs import NETWORK_PROFILES
 from wirelab_bench.network import load_profiles
 
+from tests.bench.lab import direct_then
 from tests.e2e.bench_run import host_env
 from tests.e2e.lab import Lab, profile_lab, wait_for
 from tests.e2e.prom import Prometheus
@@ -28,21 +29,7 @@ pytestmark = pytest.mark.topology
 
 SERVICES = ["rest", "grpc", "toxiproxy", "prometheus"]
 CALLS = 25
-SCENARIO = """
-description = "e2e: one kind, direct then through the region profile"
-kinds = ["unary"]
-loads = [{ users = 1 }]
-warmup_s = 0.5
-duration_s = 3
-cooldown_s = 0
-
-[[groups]]
-name = "direct"
-
-[[groups]]
-name = "region"
-network = "region"
-"""
+SCENARIO = direct_then("region")
 
 
 @dataclass
