@@ -84,17 +84,17 @@ def _lab(knobs: Knobs, reasons: dict[str, str], topology: str) -> Lab:
     )
 
 
-def _servers(lab: Lab, label: str) -> dict[str, str]:
-    """protocol -> a label of the edge's wirelab_server_info: ``concurrency`` (so runs of the two
-    models differ) or ``fanout`` (how it calls its downstreams, which sets the work floor)."""
-    found: dict[str, str] = {}
+def _server_info(lab: Lab) -> dict[str, dict[str, str]]:
+    """protocol -> the labels of the edge's wirelab_server_info: ``concurrency`` (so runs of the
+    two models differ) and ``fanout`` (how it calls its downstreams, which sets the work floor)."""
+    found: dict[str, dict[str, str]] = {}
     for proto, url in lab.server_urls.items():
         for name, labels, _ in scrape(url, proto):
             if name == "wirelab_server_info":
-                found[proto] = labels.get(label, "")
+                found[proto] = labels
     if lab.prometheus is not None:
         for labels in lab.prometheus.instant('wirelab_server_info{job=~"rest|grpc"}'):
-            found.setdefault(labels.get("protocol", "?"), labels.get(label, ""))
+            found.setdefault(labels.get("protocol", "?"), labels)
     return found
 
 
@@ -134,8 +134,9 @@ def run(scenario: Scenario, knobs: Knobs) -> tuple[int, Path]:
         lab = _lab(knobs, reasons, scenario.topology)
         fanout: dict[str, str] = {}
         try:
-            manifest["servers"] = _servers(lab, "concurrency")
-            manifest["fanout"] = fanout = _servers(lab, "fanout")
+            info = _server_info(lab)
+            manifest["servers"] = {p: info[p].get("concurrency", "") for p in info}
+            manifest["fanout"] = fanout = {p: info[p].get("fanout", "") for p in info}
         except (httpx.HTTPError, ValueError, KeyError) as exc:
             manifest["servers"] = {"reason": f"{type(exc).__name__}: {exc}"}
         protocols = tuple(dict.fromkeys(p for g in scenario.groups for p in g.protocols))

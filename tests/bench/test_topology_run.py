@@ -82,6 +82,8 @@ def test_manifest_records_the_topology_and_each_edges_peers(finished: tuple[int,
     assert topology["name"] == "a-to-b"
     assert topology["peers"] == {"rest": ["127.0.0.1"], "grpc": ["127.0.0.1"]}
     assert topology["peers_source"] == {"rest": "scrape", "grpc": "scrape"}
+    # A calls B one order at a time (WIRELAB_FANOUT's default), read from A's wirelab_server_info.
+    assert manifest["fanout"] == {"rest": "sequential", "grpc": "sequential"}
 
 
 def test_tidy_rows_carry_the_topology_floor_and_the_hop(finished: tuple[int, Path]) -> None:
@@ -95,7 +97,7 @@ def test_tidy_rows_carry_the_topology_floor_and_the_hop(finished: tuple[int, Pat
     # B works 10 ms per order, so each call of A's takes at least that, and an order longer.
     assert (tidy.hop_mean_ms >= 10).all() and (tidy.hop_p50_ms <= tidy.hop_p99_ms).all()
     assert (tidy.client_mean_ms > tidy.hop_mean_ms).all()
-    assert (tidy.work_floor_ms == 10).all()
+    assert (tidy.work_floor_ms == 10).all() and (tidy.fanout == "sequential").all()
     over = tidy.client_mean_ms - tidy.work_floor_ms
     assert (tidy.overhead_above_floor_ms == over).all() and (over > 0).all()
     hist = pd.read_csv(run / "histograms.csv")
