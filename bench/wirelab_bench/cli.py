@@ -106,16 +106,8 @@ def parser() -> argparse.ArgumentParser:
         "UI's Locust reaches the proxies at http://toxiproxy:8000 and toxiproxy:50051.",
     )
     network.add_argument("profile", help="a profile name, direct, or show")
-    network.add_argument(
-        "--toxiproxy-url",
-        default=os.environ.get("WIRELAB_BENCH_TOXIPROXY_URL", "http://127.0.0.1:8474"),
-        help="Toxiproxy's API (default http://127.0.0.1:8474; env WIRELAB_BENCH_TOXIPROXY_URL)",
-    )
-    network.add_argument(
-        "--network-profiles",
-        default=os.environ.get("WIRELAB_BENCH_NETWORK_PROFILES", knob_table.NETWORK_PROFILES),
-        help="the profiles file (env WIRELAB_BENCH_NETWORK_PROFILES)",
-    )
+    # The runner's own knobs for these two: one default, one variable each.
+    knob_table.add_arguments(network, only=("toxiproxy_url", "network_profiles"))
     return top
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -84,9 +85,12 @@ class Knobs:
     net_grpc_target: str
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """One option per knob; its default comes from the environment variable when set."""
+def add_arguments(parser: argparse.ArgumentParser, only: Collection[str] = ()) -> None:
+    """One option per knob (or per knob named in ``only``); its default comes from the
+    environment variable when set."""
     for name, kind, default, text in KNOBS:
+        if only and name not in only:
+            continue
         env = env_name(name)
         raw = os.environ.get(env)
         try:
