@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from wirelab.contract import PROTOCOLS
+from wirelab.contract import EDGE_PROTOCOLS
 
 from grafana.board import INTERVALS, QUANTILES, Dashboard, interval_variable, quantiles
 from grafana.panels import Json, Q, row, text, timeseries
@@ -40,7 +40,7 @@ NAMES = {"rest": "REST", "grpc": "gRPC"}
 
 def _pair(panel: Callable[[str], Json]) -> list[Json]:
     """One panel per protocol, side by side: REST on the left, gRPC on the right."""
-    return [panel(p) for p in PROTOCOLS]
+    return [panel(p) for p in EDGE_PROTOCOLS]
 
 
 def _edge_latency(protocol: str) -> Json:

@@ -35,7 +35,7 @@ import pandas as pd
 from IPython.display import Markdown, display  # type: ignore[attr-defined]
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
-from wirelab.contract import PROTOCOLS, STREAM_KINDS
+from wirelab.contract import EDGE_PROTOCOLS, STREAM_KINDS
 from wirelab_bench.compare import ci
 
 # %% tags=["parameters"]
@@ -229,7 +229,7 @@ else:
     for load in [x for x in IIT_LOADS if x in set(iit["load"])]:
         part = iit[iit["load"] == load]
         row = {"workload": load, "users": int(part["users"].max())}
-        for proto in PROTOCOLS:
+        for proto in EDGE_PROTOCOLS:
             row[f"{NAMES[proto]} max CPU %"] = part[part.protocol == proto][cpu_col].max()
         row["IIT REST %"], row["IIT gRPC %"] = IIT_CPU[load]
         rows.append(row)
@@ -238,10 +238,10 @@ else:
     rows = []
     for (group, kind, load), part in iit.groupby(["group", "kind", "load"]):
         row = {"scenario": f"{IIT_GROUPS.get(group, group)} ({kind})", "workload": load}
-        by = {p: part[part.protocol == p] for p in PROTOCOLS}
-        for proto in PROTOCOLS:
+        by = {p: part[part.protocol == p] for p in EDGE_PROTOCOLS}
+        for proto in EDGE_PROTOCOLS:
             row[f"{NAMES[proto]} latency p50 (ms)"] = by[proto]["client_p50_ms"].mean()
-        for proto in PROTOCOLS:
+        for proto in EDGE_PROTOCOLS:
             row[f"{NAMES[proto]} throughput (req/s)"] = by[proto]["ok_per_s"].mean()
         published = IIT_LAT_THR.get((group, load), (math.nan,) * 4)
         row |= dict(zip(("IIT REST ms", "IIT gRPC ms", "IIT REST thr", "IIT gRPC thr"),

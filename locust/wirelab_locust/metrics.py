@@ -42,9 +42,9 @@ class Observations:
     def preinitialise(self, peers: Mapping[str, str]) -> None:
         """Zero series for the known label values the contract names, like the server side, for
         calls to ``peers`` (protocol -> peer label of the service that protocol's users call)."""
-        for protocol, kinds in KINDS_BY_PROTOCOL.items():
-            for kind in kinds:
-                labels = (protocol, kind, CALLS[kind], peers[protocol])
+        for protocol, peer in peers.items():
+            for kind in KINDS_BY_PROTOCOL[protocol]:
+                labels = (protocol, kind, CALLS[kind], peer)
                 for family in CLIENT.values():
                     each = family.preinitialise
                     if each == "kind" or (each == "stream_kind" and kind in STREAM_KINDS):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from wirelab.contract import KINDS_BY_PROTOCOL, peer_of
+from wirelab.contract import EDGE_PROTOCOLS, KINDS_BY_PROTOCOL, peer_of
 
 # (flag, type, default, help, shown in the web UI). Shape and exporter options are fixed per
 # process, so they stay off the web form; everything that shapes a request can change per swarm.
@@ -79,7 +79,7 @@ def parse_mix(text: str, protocol: str) -> dict[str, int]:
 
 def parse_protocols(text: str) -> tuple[str, ...]:
     chosen = tuple(p.strip() for p in text.split(",") if p.strip())
-    unknown = set(chosen) - set(KINDS_BY_PROTOCOL)
+    unknown = set(chosen) - set(EDGE_PROTOCOLS)
     if unknown or not chosen:
         raise ValueError(f"--protocols: expected rest and/or grpc, got {text!r}")
     return chosen

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from types import FrameType
 
 import pytest
-from wirelab.contract import KINDS_BY_PROTOCOL
+from wirelab.contract import EDGE_PROTOCOLS, KINDS_BY_PROTOCOL
 
 from tests.e2e.engine import engine_for
 from tests.e2e.lab import Lab, booted, wait_for
@@ -57,7 +57,7 @@ def load(lab: Lab, locust: LocustMaster, prometheus: Prometheus) -> Iterator[Loa
     the checks; a test that needs it quiet calls locust.stop()."""
     for kind in BLOB_KINDS:
         large_payload_run(lab, kind)
-    wanted = {(p, k) for p, kinds in KINDS_BY_PROTOCOL.items() for k in kinds if k in BLOB_KINDS}
+    wanted = {(p, k) for p in EDGE_PROTOCOLS for k in KINDS_BY_PROTOCOL[p] if k in BLOB_KINDS}
     # The last calls finish just before the run ends; two 1 s scrapes later Prometheus has them.
     wait_for(
         "64 MiB payloads in the server metrics",

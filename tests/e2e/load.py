@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from wirelab.contract import KINDS_BY_PROTOCOL
+from wirelab.contract import EDGE_PROTOCOLS, KINDS_BY_PROTOCOL
 
 from tests.e2e.lab import Lab
 from tests.e2e.prom import Prometheus, Totals
@@ -48,7 +48,7 @@ def large_payload_run(lab: Lab, kind: str) -> None:
     Standalone, not through the workers: each blob kind's calls run and are checked on their
     own, and a 64 MiB body keeps an event loop busy for seconds (workers survive that only
     through the lab's --heartbeat-liveness, well above Locust's default of 3)."""
-    protocols = ",".join(p for p, kinds in KINDS_BY_PROTOCOL.items() if kind in kinds)
+    protocols = ",".join(p for p in EDGE_PROTOCOLS if kind in KINDS_BY_PROTOCOL[p])
     users = str(len(protocols.split(",")))  # one user per protocol: at least one call each
     lab.compose(
         "run", "--rm", "-T", "--no-deps", "locust",

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from wirelab.contract import KINDS_BY_PROTOCOL
+from wirelab.contract import EDGE_PROTOCOLS, KINDS_BY_PROTOCOL
 
 from tests.config.queries import REPO, all_queries
 from tests.e2e.bench_run import FAULT_LOCUST_ARGS, bench_command, host_env, make, new_run
@@ -78,7 +78,7 @@ def test_client_and_server_counts_agree(load: Load, prometheus: Prometheus) -> N
     """Over the mixed phase (the 64 MiB runs are standalone, so only the servers saw them)."""
     # Each user picks its kinds at random and some calls take seconds on a busy 2-core machine:
     # let the mix run until the client has made a call of every kind (bounded), then compare.
-    every = [(p, k) for p, kinds in KINDS_BY_PROTOCOL.items() for k in kinds]
+    every = [(p, k) for p in EDGE_PROTOCOLS for k in KINDS_BY_PROTOCOL[p]]
 
     def all_called() -> bool:
         client = prometheus.request_totals()["client"]
@@ -88,8 +88,8 @@ def test_client_and_server_counts_agree(load: Load, prometheus: Prometheus) -> N
         wait_for("a client call of every kind", all_called, timeout=60, every=2)
     load.master.stop()
     now = prometheus.settled_request_totals()
-    for protocol, kinds in KINDS_BY_PROTOCOL.items():
-        for kind in kinds:
+    for protocol in EDGE_PROTOCOLS:
+        for kind in KINDS_BY_PROTOCOL[protocol]:
             key = (protocol, kind)
             c, s = (now[side].get(key, 0.0) - load.baseline[side].get(key, 0.0)
                     for side in ("client", "server"))  # fmt: skip

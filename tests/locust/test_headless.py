@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 import pytest
-from wirelab.contract import CALLS, DURATION_BUCKETS, KINDS_BY_PROTOCOL, STREAM_KINDS
+from wirelab.contract import (
+    CALLS,
+    DURATION_BUCKETS,
+    EDGE_PROTOCOLS,
+    KINDS_BY_PROTOCOL,
+    STREAM_KINDS,
+)
 from wirelab_locust.metrics import bucket_bounds
 
 from tests.locust.conftest import ALL_KINDS, LocustRun, Samples, Services, get, total, wait_for
@@ -43,7 +49,7 @@ def test_every_kind_of_both_protocols_runs_without_failures(
     wait_for("users gauge", lambda: run.metrics()[("wirelab_client_users", ())] == 6, 15)
     run.wait_stopped()
     counts = assert_metrics_match_locust(run)
-    expected = {(p, k) for p, kinds in KINDS_BY_PROTOCOL.items() for k in kinds}
+    expected = {(p, k) for p in EDGE_PROTOCOLS for k in KINDS_BY_PROTOCOL[p]}
     assert set(counts) == expected
     assert all(n > 0 for n in counts.values()), counts
     assert all(int(r["Failure Count"]) == 0 for r in run.stats_rows()), run.stats_rows()

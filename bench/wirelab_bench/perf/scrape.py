@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 
 from prometheus_client import CollectorRegistry, disable_created_metrics, generate_latest
 from prometheus_client.openmetrics.exposition import generate_latest as openmetrics
-from wirelab.contract import CANONICAL_CODES, KINDS_BY_PROTOCOL, PROTOCOLS
+from wirelab.contract import CANONICAL_CODES, EDGE_PROTOCOLS, KINDS_BY_PROTOCOL
 from wirelab.metrics import ServerMetrics
 
 from wirelab_bench.benchknobs import Knob, parser
@@ -54,7 +54,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     a = parser("python -m wirelab_bench.perf.scrape", __doc__, "WIRELAB_SCRAPE", KNOBS).parse_args(
         argv
     )
-    for protocol in PROTOCOLS:
+    for protocol in EDGE_PROTOCOLS:
         registry = CollectorRegistry()
         metrics = ServerMetrics(protocol, registry, "async")
         _calls(metrics)

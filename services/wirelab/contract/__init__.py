@@ -49,6 +49,8 @@ def _families(
 _DATA: dict[str, Any] = json.loads(files(__package__).joinpath("metrics.json").read_text())
 
 PROTOCOLS: tuple[str, ...] = tuple(_DATA["protocols"])
+# The protocols a load generator calls: the edge services' (amqp only runs between services).
+EDGE_PROTOCOLS: tuple[str, ...] = tuple(_DATA["edge_protocols"])
 KINDS_BY_PROTOCOL: dict[str, tuple[str, ...]] = {p: tuple(_DATA["kinds"][p]) for p in PROTOCOLS}
 # Every kind once, in the order REST lists them (REST has every kind).
 ALL_KINDS: tuple[str, ...] = tuple(
