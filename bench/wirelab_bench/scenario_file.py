@@ -8,7 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from wirelab.contract import ALL_KINDS, PROTOCOLS
+from wirelab.contract import ALL_KINDS, EDGE_PROTOCOLS
 
 from wirelab_bench.knobs import NETWORK_PROFILES
 from wirelab_bench.network import DIRECT, NetworkError, load_profiles
@@ -45,7 +45,7 @@ _TOP_KEYS = {
 }
 _DEFAULTS: dict[str, Any] = {
     "name": "main",
-    "protocols": list(PROTOCOLS),
+    "protocols": list(EDGE_PROTOCOLS),
     "payload_sizes": [1024],
     "warmup_s": 5,
     "duration_s": 30,
@@ -126,7 +126,7 @@ def _group(m: dict[str, Any], at: str, networks: Collection[str]) -> Group:
     if "loads" not in m:
         raise ScenarioError(f"{at}: missing key 'loads' (e.g. loads = [{{users = 10}}])")
     kinds = _choices(m["kinds"], ALL_KINDS, "kinds", at)
-    protocols = _choices(m["protocols"], PROTOCOLS, "protocols", at)
+    protocols = _choices(m["protocols"], EDGE_PROTOCOLS, "protocols", at)
     sizes = m["payload_sizes"]
     if not sizes or not all(isinstance(s, int) and s > 0 for s in sizes):
         raise ScenarioError(f"{at}: payload_sizes must be a non-empty list of positive integers")

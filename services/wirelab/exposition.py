@@ -41,6 +41,18 @@ class _Handler(BaseHTTPRequestHandler):
     server: _MetricsServer
 
     def do_GET(self) -> None:
+        ready = self.server.ready
+        if ready is not None and self.path == "/healthz":
+            # A service without an API port of its own (the AMQP consumer) says here whether it
+            # can serve: 200, or 503 with the reason.
+            problem = ready()
+            text = (problem or "ok").encode()
+            self.send_response(503 if problem else 200)
+            self.send_header("Content-Type", "text/plain; charset=utf-8")
+            self.send_header("Content-Length", str(len(text)))
+            self.end_headers()
+            self.wfile.write(text)
+            return
         payload = self.server.page()
         headers = [("Content-Type", CONTENT_TYPE)]
         if gzip_accepted(self.headers.get("Accept-Encoding") or ""):
@@ -60,18 +72,30 @@ class _Handler(BaseHTTPRequestHandler):
 class _MetricsServer(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, address: tuple[str, int], page: Callable[[], bytes]) -> None:
+    def __init__(
+        self,
+        address: tuple[str, int],
+        page: Callable[[], bytes],
+        ready: Callable[[], str | None] | None,
+    ) -> None:
         if ":" in address[0]:
             self.address_family = socket.AF_INET6
         self.page = page
+        self.ready = ready
         super().__init__(address, _Handler)
 
 
-def start_server(host: str, port: int, registry: CollectorRegistry | None) -> ThreadingHTTPServer:
+def start_server(
+    host: str,
+    port: int,
+    registry: CollectorRegistry | None,
+    ready: Callable[[], str | None] | None = None,
+) -> ThreadingHTTPServer:
     """Serve /metrics (any path, like prometheus_client's server) from a daemon thread: the
     ``registry`` (the wirelab_server_* families; None with metrics off), then the default registry
-    with the process and Python collectors. Raises OSError when the port cannot be bound."""
+    with the process and Python collectors; with ``ready`` (None when ready, else why not), also
+    /healthz. Raises OSError when the port cannot be bound."""
     registries = (REGISTRY,) if registry is None else (registry, REGISTRY)
-    server = _MetricsServer((host, port), lambda: body(registries))
+    server = _MetricsServer((host, port), lambda: body(registries), ready)
     threading.Thread(target=server.serve_forever, name="metrics-http", daemon=True).start()
     return server

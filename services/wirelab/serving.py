@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import sys
+import urllib.error
+import urllib.request
+from collections.abc import Callable
 from typing import NoReturn
 
 from prometheus_client import CollectorRegistry, disable_created_metrics
@@ -35,7 +38,12 @@ def instruments(settings: Settings, protocol: str, concurrency: str) -> ServerMe
     return ServerMetrics(protocol, CollectorRegistry(), concurrency, fanout)
 
 
-def serve_metrics(settings: Settings, prog: str, metrics: ServerMetrics | None) -> None:
+def serve_metrics(
+    settings: Settings,
+    prog: str,
+    metrics: ServerMetrics | None,
+    ready: Callable[[], str | None] | None = None,
+) -> None:
     """Serve ``metrics`` and the default registry's process_* and python_* collectors on the
     metrics port from a thread of its own: both services expose them the same way, off the API
     port, the process figures even with instrumentation off (wirelab/exposition.py)."""
@@ -45,9 +53,26 @@ def serve_metrics(settings: Settings, prog: str, metrics: ServerMetrics | None) 
     disable_created_metrics()  # type: ignore[no-untyped-call]
     try:
         registry = None if metrics is None else metrics.registry
-        start_server(settings.host, settings.metrics_port, registry)
+        start_server(settings.host, settings.metrics_port, registry, ready)
     except OSError as exc:
         fail_to_listen(prog, "metrics", settings.host, settings.metrics_port, exc)
+
+
+def probe(url: str) -> int:
+    """A container healthcheck's answer: 0 when GET ``url`` answers 200, else 1 with the reason."""
+    try:
+        with urllib.request.urlopen(url, timeout=3) as response:
+            status = int(response.status)
+    except urllib.error.HTTPError as exc:
+        print(
+            f"unhealthy: {url}: {exc.code} {exc.read().decode(errors='replace')}", file=sys.stderr
+        )
+        return 1
+    except (urllib.error.URLError, OSError) as exc:
+        print(f"unhealthy: {url}: {exc}", file=sys.stderr)
+        return 1
+    print(f"{url}: {status}")
+    return 0 if status == 200 else 1
 
 
 def local_host(host: str) -> str:

@@ -64,8 +64,9 @@ KNOBS = (
     Knob(
         "downstream",
         "",
-        "services each order is sent on to, comma separated: http://host:port (REST service) or "
-        "grpc://host:port (gRPC service), of this service's own protocol; empty = none",
+        "services each order is sent on to, comma separated: http://host:port (REST service), "
+        "grpc://host:port (gRPC service) or, from a gRPC service, amqp://broker:port/queue (a "
+        "consumer of that queue, python -m wirelab.amqp); empty = none",
     ),
     Knob("fanout", "sequential", "call the downstreams one after another, all at once, or all "
          "at once each counting a piece of the note (split)", ("sequential", "parallel", "split")),
@@ -77,6 +78,15 @@ KNOBS = (
          "gRPC downstreams: pick_first = one connection; round_robin = every address the "
          "host name resolves to (client-side balancing over compose's DNS)",
          ("pick_first", "round_robin")),
+    # The AMQP arm (docs/broker.md): hops over RabbitMQ, request/reply on queues.
+    Knob("amqp_consume", "", "python -m wirelab.amqp: the queue it serves orders from, "
+         "amqp://broker:port/queue"),
+    Knob("amqp_user", "wirelab", "RabbitMQ user of the AMQP arm (the broker's, compose.yaml)"),
+    Knob("amqp_password", "wirelab", "that user's password"),
+    Knob("amqp_persistent", "on", "publish orders as persistent messages (the broker writes "
+         "them to disk) or transient ones; the queues are durable either way", ("on", "off")),
+    Knob("amqp_prefetch", "512",
+         "orders a consumer holds unacknowledged at once: how many it works on together"),
 )  # fmt: skip
 
 
@@ -102,6 +112,11 @@ class Settings:
     local_work: bool = True
     downstream_timeout_seconds: float = 10.0
     grpc_balancing: str = "pick_first"
+    amqp_consume: str = ""
+    amqp_user: str = "wirelab"
+    amqp_password: str = "wirelab"
+    amqp_persistent: bool = True
+    amqp_prefetch: int = 512
 
     @property
     def grpc_max_message_bytes(self) -> int:
@@ -180,4 +195,9 @@ def load(
         local_work=ns["local_work"] == "on",
         downstream_timeout_seconds=float(ints["downstream_timeout_seconds"]),
         grpc_balancing=ns["grpc_balancing"],
+        amqp_consume=ns["amqp_consume"],
+        amqp_user=ns["amqp_user"],
+        amqp_password=ns["amqp_password"],
+        amqp_persistent=ns["amqp_persistent"] == "on",
+        amqp_prefetch=max(1, ints["amqp_prefetch"]),
     )

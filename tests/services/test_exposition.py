@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import gzip
 import socket
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
-from wirelab import exposition
+from wirelab import exposition, serving
 from wirelab.core import PayloadBudget
 from wirelab.metrics import ServerMetrics
 
@@ -108,3 +109,31 @@ def test_a_taken_port_raises() -> None:
         s.listen()
         with pytest.raises(OSError):
             exposition.start_server("127.0.0.1", s.getsockname()[1], None)
+
+
+def test_healthz_says_why_a_service_cannot_serve_and_its_healthcheck_fails() -> None:
+    """The AMQP consumer's readiness (no API port of its own): 503 with the reason, then 200;
+    the container healthcheck's probe exits 1, then 0. Without ``ready`` the path is metrics."""
+    problem: list[str | None] = ["not connected to the broker yet"]
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = exposition.start_server("127.0.0.1", port, None, lambda: problem[0])
+    plain = exposition.start_server("127.0.0.1", 0, None)
+    url = f"http://127.0.0.1:{port}/healthz"
+    try:
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(url, timeout=5)
+        assert refused.value.code == 503
+        assert refused.value.read() == b"not connected to the broker yet"
+        assert serving.probe(url) == 1
+        problem[0] = None
+        with urllib.request.urlopen(url, timeout=5) as ok:
+            assert (ok.status, ok.read()) == (200, b"ok")
+        assert serving.probe(url) == 0
+        _, payload = _get(f"http://127.0.0.1:{plain.server_address[1]}/healthz")
+        assert b"process_cpu_seconds_total" in payload
+    finally:
+        for each in (server, plain):
+            each.shutdown()
+            each.server_close()

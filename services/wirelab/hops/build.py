@@ -8,6 +8,7 @@ from prometheus_client import CollectorRegistry
 
 from wirelab.hops.outgoing import families
 from wirelab.hops.relay import Relay
+from wirelab.hops.via_amqp import amqp_downstreams
 from wirelab.hops.via_grpc import GrpcSplitter, grpc_downstreams
 from wirelab.hops.via_rest import RestSplitter, rest_downstreams
 from wirelab.settings import Settings
@@ -21,11 +22,15 @@ def build_relay(
     if not settings.downstream:
         return None
     scheme = {"rest": "http://", "grpc": "grpc://"}[protocol]
+    # One arm, one protocol on every hop: REST calls REST, gRPC calls gRPC. The AMQP arm's edge
+    # is a gRPC service (docs/broker.md): its orders are already the protobuf the queues carry.
+    if protocol == "grpc" and all(t.startswith("amqp://") for t in settings.downstream):
+        scheme = "amqp://"
     for target in settings.downstream:
-        # One arm, one protocol on every hop: REST calls REST, gRPC calls gRPC.
         if not target.startswith(scheme):
             raise ValueError(
-                f"a {protocol} service's downstream must be {scheme}host:port: {target}"
+                f"a {protocol} service's downstreams must be {scheme}host:port"
+                f"{' (or all amqp://broker:port/queue)' if protocol == 'grpc' else ''}: {target}"
             )
     if (settings.rest_handlers if protocol == "rest" else settings.grpc_server) == "sync":
         raise ValueError("a service with downstreams runs the async server (its calls are awaited)")
@@ -35,6 +40,15 @@ def build_relay(
     if protocol == "rest":
         downstreams: list[Any] = rest_downstreams(settings.downstream, measured)
         splitter = RestSplitter() if split else None
+    elif scheme == "amqp://":
+        downstreams = amqp_downstreams(
+            settings.downstream,
+            settings.amqp_user,
+            settings.amqp_password,
+            settings.amqp_persistent,
+            measured,
+        )
+        splitter = GrpcSplitter() if split else None
     else:
         downstreams = grpc_downstreams(
             settings.downstream, settings.grpc_balancing, settings.grpc_max_message_bytes, measured

@@ -1,0 +1,16 @@
+"""Container healthcheck: exit 0 when the consumer's /healthz (on its metrics port) answers 200."""
+
+from __future__ import annotations
+
+import sys
+
+from wirelab import serving, settings
+
+
+def main() -> int:
+    config = settings.load([], prog="python -m wirelab.amqp.healthcheck")
+    return serving.probe(f"http://{serving.local_host(config.host)}:{config.metrics_port}/healthz")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
