@@ -42,7 +42,8 @@ def _hop_services() -> set[str]:
         for name, service in services.items():
             if (service.get("extends") or {}).get("service") in {"rest", "grpc"}:
                 found.add(name)
-    return found
+    # The AMQP arm's edge extends the gRPC service but is called by the load generator: its job.
+    return found - {"amqp"}
 
 
 def _named_by_dns(runtime: str) -> list[dict[str, Any]]:
@@ -74,6 +75,18 @@ def test_the_hops_job_finds_every_topologys_hops_by_dns_one_target_per_replica()
     assert hops["relabel_configs"] == _named_by_dns("python")
     # Scraped like the edges: a hop's figures sit beside its caller's on the same 1 s grid.
     assert (hops["scrape_interval"], _jobs()["rest"]["scrape_interval"]) == ("1s", "1s")
+
+
+def test_the_amqp_arms_edge_is_found_by_dns_in_a_job_of_its_own() -> None:
+    """Not in `hops` (it is an edge) nor `grpc` (job=~"rest|grpc" are the lab's own edges), and
+    without the amqp profile the name does not resolve: no target, not a down one."""
+    job = _jobs()["amqp"]
+    (dns,) = job["dns_sd_configs"]
+    assert (dns["names"], dns["type"], dns["port"]) == (["amqp"], "A", 9100)
+    assert job["relabel_configs"] == _named_by_dns("python")
+    services = yaml.load((TOPOLOGIES / "order-chain.yaml").read_text(), _ComposeLoader)["services"]
+    assert services["amqp"]["profiles"] == ["amqp"]
+    assert (job["scrape_interval"], job["scrape_timeout"]) == ("1s", "1s")
 
 
 def test_the_node_services_are_found_by_dns_so_without_their_profile_no_target_is_down() -> None:
