@@ -29,6 +29,7 @@ HOST_PORT_VARIABLES = (
     "WIRELAB_REST_NODE_METRICS_HOST_PORT", "WIRELAB_GRPC_NODE_METRICS_HOST_PORT",
     "WIRELAB_RABBITMQ_HOST_PORT", "WIRELAB_RABBITMQ_UI_HOST_PORT",
     "WIRELAB_TOXIPROXY_HOST_PORT", "WIRELAB_NET_REST_HOST_PORT", "WIRELAB_NET_GRPC_HOST_PORT",
+    "WIRELAB_AMQP_EDGE_HOST_PORT", "WIRELAB_AMQP_EDGE_METRICS_HOST_PORT",
 )  # fmt: skip
 
 
@@ -108,6 +109,17 @@ class Lab:
     def container(self, service: str) -> str:
         return self.compose("ps", "-q", service, timeout=30).stdout.split()[0]
 
+    def kill(self, service: str) -> str:
+        """SIGKILL the main process of (one replica of) ``service`` from the host, as a crash
+        would; returns the container, which its restart policy brings back."""
+        container = self.container(service)
+        pid = subprocess.run(
+            ["docker", "inspect", "-f", "{{.State.Pid}}", container],
+            capture_output=True, text=True, timeout=30, check=True,
+        ).stdout.strip()  # fmt: skip
+        subprocess.run(["kill", "-KILL", pid], check=True, timeout=10)
+        return container
+
     def logs(self) -> str:
         return self.compose("logs", "--no-color", "--tail", "40", timeout=60, check=False).stdout
 
@@ -129,6 +141,15 @@ class Lab:
         return found
 
 
+def healthy(container: str) -> bool:
+    """Whether ``container``'s healthcheck says healthy now."""
+    state = subprocess.run(
+        ["docker", "inspect", "-f", "{{.State.Health.Status}}", container],
+        capture_output=True, text=True, timeout=30,
+    ).stdout.strip()  # fmt: skip
+    return state == "healthy"
+
+
 @contextmanager
 def booted(lab: Lab) -> Iterator[Lab]:
     """``lab`` up for the block; its logs printed if anything fails; then down, leaving nothing."""
@@ -145,11 +166,14 @@ def booted(lab: Lab) -> Iterator[Lab]:
 
 
 @contextmanager
-def profile_lab(folder: Path, profile: str, services: list[str], **env: str) -> Iterator[Lab]:
-    """compose's ``profile`` booted with only ``services``, as a project of its own (a skip, or
-    a failure in CI, without an engine); down and gone afterwards."""
+def profile_lab(
+    folder: Path, profile: str, services: list[str], topology: str | None = None, **env: str
+) -> Iterator[Lab]:
+    """compose's ``profile`` (over ``topology``'s file, if given) booted with only ``services``,
+    as a project of its own (a skip, or a failure in CI, without an engine); down and gone
+    afterwards."""
     with engine_for(f"the {profile} profile test"):
-        lab = Lab.create(folder)
+        lab = Lab.create(folder, topology)
         lab.project = f"wirelab-{profile}-{uuid.uuid4().hex[:8]}"
         lab.env |= {"COMPOSE_PROFILES": profile, **env}
         lab.services = services

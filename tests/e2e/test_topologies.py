@@ -5,7 +5,6 @@ the cluster the spread over replicas and a replica killed mid-run."""
 from __future__ import annotations
 
 import json
-import subprocess
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -24,7 +23,7 @@ from wirelab.v1 import wirelab_pb2_grpc as pb_grpc
 from tests.config.queries import ANY_TOPOLOGY, REPO, all_queries
 from tests.e2e.bench_run import host_env, make, new_run
 from tests.e2e.engine import engine_for
-from tests.e2e.lab import Lab, booted, wait_for
+from tests.e2e.lab import Lab, booted, healthy, wait_for
 from tests.e2e.prom import Prometheus
 
 pytestmark = pytest.mark.topology
@@ -230,26 +229,6 @@ def test_the_load_balancer_spreads_orders_over_every_replica(topology: Running) 
         assert all(count > 0 for count in replicas.values()), (service, replicas)
 
 
-def _kill_one_replica(lab: Lab, service: str) -> str:
-    """SIGKILL the main process of one replica from the host, as a crash would; returns the
-    container, which its restart policy brings back."""
-    container = lab.container(service)
-    pid = subprocess.run(
-        ["docker", "inspect", "-f", "{{.State.Pid}}", container],
-        capture_output=True, text=True, timeout=30, check=True,
-    ).stdout.strip()  # fmt: skip
-    subprocess.run(["kill", "-KILL", pid], check=True, timeout=10)
-    return container
-
-
-def _healthy(container: str) -> bool:
-    state = subprocess.run(
-        ["docker", "inspect", "-f", "{{.State.Health.Status}}", container],
-        capture_output=True, text=True, timeout=30,
-    ).stdout.strip()  # fmt: skip
-    return state == "healthy"
-
-
 @CLUSTER_ONLY
 def test_a_replica_killed_mid_run_gives_explicit_errors_then_recovers(topology: Running) -> None:
     explicit = {
@@ -261,13 +240,13 @@ def test_a_replica_killed_mid_run_gives_explicit_errors_then_recovers(topology: 
             started = time.monotonic()
             during = background.submit(send_orders, topology, protocol, 4 * ORDERS)
             time.sleep(0.5)
-            container = _kill_one_replica(topology.lab, f"{protocol}-b")
+            container = topology.lab.kill(f"{protocol}-b")
             statuses = during.result(timeout=4 * ORDERS * CALL_TIMEOUT)
         # Every call ended with an answer: success or an explicit error, never a hang (a hang
         # would be a client-side timeout) and never a 500/INTERNAL for a downstream's fault.
         assert set(statuses) <= explicit[protocol], (protocol, statuses)
         assert time.monotonic() - started < 120
-        wait_for(f"{container} healthy again", partial(_healthy, container), timeout=90, every=2)
+        wait_for(f"{container} healthy again", partial(healthy, container), timeout=90, every=2)
         after = send_orders(topology, protocol, ORDERS)
         assert after == Counter({OK[protocol]: ORDERS}), (protocol, after)
 

@@ -1,0 +1,221 @@
+"""The order chain's AMQP arm booted (order-chain with the amqp profile; docs/broker.md): orders
+through a gRPC edge and RabbitMQ to three queue consumers, counted alike hop by hop; malformed
+messages dead-lettered and counted while the consumer goes on; nothing lost when the broker's
+process is killed mid-run; a consumer started while the broker is down is not ready, then serves."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections import Counter
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from functools import partial
+
+import grpc
+import pika
+import pytest
+from wirelab.amqp import wire
+from wirelab.v1 import wirelab_pb2 as pb
+from wirelab.v1 import wirelab_pb2_grpc as pb_grpc
+
+from tests.e2e.lab import Lab, healthy, profile_lab, wait_for
+from tests.e2e.prom import Prometheus
+
+pytestmark = pytest.mark.topology
+
+QUEUES = ("amqp-product", "amqp-customer", "amqp-shipping")
+SERVICES = ["rabbitmq", *QUEUES, "amqp", "prometheus"]
+ORDERS = 60  # a few seconds of orders, bounded by count
+WORK_MS = 5
+CALL_TIMEOUT = 10.0
+# What a caller may hear while the broker is away: an answer, or an explicit error naming why.
+EXPLICIT = {"OK", "UNAVAILABLE", "DEADLINE_EXCEEDED"}
+
+
+@dataclass
+class Arm:
+    lab: Lab
+    prometheus: Prometheus
+    edge: str  # host:port of the gRPC edge
+    amqp_host: str
+    amqp_port: int
+
+
+@pytest.fixture(scope="module")
+def arm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Arm]:
+    """The broker, the edge, its three consumers and Prometheus: the host sends the orders."""
+    folder = tmp_path_factory.mktemp("amqp-arm")
+    with profile_lab(folder, "amqp", SERVICES, topology="order-chain") as lab:
+        edge = lab.compose("port", "amqp", "50051", timeout=30).stdout.strip()
+        address = lab.compose("port", "rabbitmq", "5672", timeout=30).stdout.strip()
+        host, port = address.rsplit(":", 1)
+        yield Arm(lab, Prometheus(lab.url("prometheus", 9090)), edge, host, int(port))
+
+
+def send_orders(arm: Arm, count: int) -> Counter[str]:
+    """``count`` orders through the edge, 6 at a time; the status name of each."""
+    with grpc.insecure_channel(arm.edge) as channel:
+        stub = pb_grpc.WireLabStub(channel)
+
+        def call(n: int) -> str:
+            order = pb.Order(
+                order_id=f"o-{n}", items=[pb.LineItem(sku="s", quantity=1, unit_price_cents=7)]
+            )
+            request = pb.OrderRequest(order=order, work_ms=WORK_MS)
+            try:
+                stub.ProcessOrder(request, timeout=CALL_TIMEOUT)
+            except grpc.RpcError as exc:
+                return str(exc.code().name)
+            return "OK"
+
+        with ThreadPoolExecutor(6) as pool:
+            return Counter(pool.map(call, range(count)))
+
+
+def _totals(arm: Arm, expr: str, by: str) -> dict[str, float]:
+    """The grouped values of ``expr`` once two reads 3 s apart agree (1 s scrapes)."""
+    last: dict[str, float] = {}
+
+    def stable() -> dict[str, float] | None:
+        nonlocal last
+        now = arm.prometheus.values(expr, by)
+        same = now == last and bool(now)
+        last = now
+        return now if same else None
+
+    return wait_for(f"{expr} to settle", stable, timeout=60, every=3)
+
+
+def _edge_calls(arm: Arm) -> dict[str, float]:
+    """Orders the edge has answered, by status."""
+    return _totals(
+        arm, 'sum by (code) (wirelab_server_requests_total{job="amqp", kind="unary"})', "code"
+    )
+
+
+def _acked(arm: Arm) -> dict[str, float]:
+    """Orders each consumer acknowledged."""
+    return _totals(
+        arm,
+        'sum by (service) (wirelab_server_requests_total{job="hops", protocol="amqp", code="ack"})',
+        "service",
+    )
+
+
+def _channel(arm: Arm) -> pika.BlockingConnection:
+    return pika.BlockingConnection(
+        pika.ConnectionParameters(
+            host=arm.amqp_host,
+            port=arm.amqp_port,
+            credentials=pika.PlainCredentials("wirelab", "wirelab"),
+            connection_attempts=1,
+            socket_timeout=10,
+        )
+    )
+
+
+def test_orders_cross_the_broker_and_counts_agree_hop_by_hop(arm: Arm) -> None:
+    before = _edge_calls(arm).get("OK", 0.0)
+    acked_before = _acked(arm)
+    assert send_orders(arm, ORDERS) == Counter({"OK": ORDERS})
+    assert _edge_calls(arm).get("OK", 0.0) - before == ORDERS
+    sent = _totals(
+        arm,
+        'sum by (peer) (wirelab_client_requests_total{job="amqp", protocol="amqp", outcome="ok"})',
+        "peer",
+    )
+    acked = _acked(arm)
+    for queue in QUEUES:
+        assert sent.get(queue, 0.0) >= ORDERS, (queue, sent)
+        assert acked.get(queue, 0.0) - acked_before.get(queue, 0.0) == ORDERS, (queue, acked)
+    # The client and the server side of each hop counted the same orders.
+    assert {q: sent[q] for q in QUEUES} == {q: acked[q] for q in QUEUES}
+
+
+def test_malformed_messages_are_dead_lettered_and_counted_and_the_consumer_goes_on(
+    arm: Arm,
+) -> None:
+    bad = [b"\xff not protobuf", pb.OrderRequest(work_ms=10**9).SerializeToString()]
+    connection = _channel(arm)
+    try:
+        channel = connection.channel()
+        channel.confirm_delivery()
+        dead_before = channel.queue_declare(wire.DEAD_LETTER_QUEUE, passive=True)
+        for body in bad:
+            channel.basic_publish("", "amqp-product", body, mandatory=True)
+        expr = (
+            'sum(wirelab_server_requests_total{service="amqp-product", protocol="amqp", '
+            'outcome="client_error", code="dead_letter"})'
+        )
+        wait_for(
+            "two dead-lettered orders counted",
+            lambda: arm.prometheus.values(expr, "") == {"": 2.0},
+            timeout=30,
+        )
+        dead = channel.queue_declare(wire.DEAD_LETTER_QUEUE, passive=True)
+        assert dead.method.message_count - dead_before.method.message_count == len(bad)
+    finally:
+        connection.close()
+    assert send_orders(arm, 10) == Counter({"OK": 10})
+
+
+def test_nothing_is_lost_when_the_brokers_process_is_killed_mid_run(arm: Arm) -> None:
+    """Every order ends with an answer (success or an explicit error), the edge counts each
+    once, and every order answered OK was acknowledged by all three consumers."""
+    edge_before = sum(_edge_calls(arm).values())
+    acked_before = _acked(arm)
+    with ThreadPoolExecutor(1) as background:
+        during = background.submit(send_orders, arm, 6 * ORDERS)
+        time.sleep(1.0)
+        container = arm.lab.kill("rabbitmq")
+        statuses = during.result(timeout=6 * ORDERS * CALL_TIMEOUT)
+    assert set(statuses) <= EXPLICIT, statuses
+    assert statuses["OK"] > 0 and statuses["UNAVAILABLE"] > 0, statuses
+    edge = _edge_calls(arm)
+    assert sum(edge.values()) - edge_before == 6 * ORDERS, edge
+    assert edge.get("OK", 0.0) >= statuses["OK"], edge
+    acked = _acked(arm)
+    for queue in QUEUES:
+        assert acked[queue] - acked_before.get(queue, 0.0) >= statuses["OK"], (queue, acked)
+    # The broker comes back under its restart policy; consumers and the edge reconnect.
+    wait_for(f"{container} healthy again", partial(healthy, container), timeout=120, every=2)
+    wait_for("orders answered again", lambda: send_orders(arm, 6)["OK"] == 6, 60, every=2)
+    assert send_orders(arm, ORDERS) == Counter({"OK": ORDERS})
+
+
+def _consumer_health(arm: Arm, service: str) -> subprocess.CompletedProcess[str]:
+    container = arm.lab.container(service)
+    return subprocess.run(
+        ["docker", "exec", container, "python", "-m", "wirelab.amqp.healthcheck"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+
+
+def test_a_consumer_started_while_the_broker_is_down_is_not_ready_then_serves(arm: Arm) -> None:
+    arm.lab.compose("stop", "rabbitmq", timeout=120)
+    try:
+        arm.lab.compose("restart", "amqp-shipping", timeout=120)
+        # Its healthcheck reaches /healthz (once the process listens) and hears why not.
+        wait_for(
+            "the restarted consumer to say it has no broker",
+            lambda: (
+                "503 not connected to the broker yet"
+                in _consumer_health(arm, "amqp-shipping").stderr
+            ),
+            timeout=60,
+            every=2,
+        )
+        assert set(send_orders(arm, 6)) == {"UNAVAILABLE"}
+    finally:
+        arm.lab.compose("start", "rabbitmq", timeout=120)
+    container = arm.lab.container("rabbitmq")
+    wait_for(f"{container} healthy again", partial(healthy, container), timeout=120, every=2)
+    wait_for(
+        "the consumer ready",
+        lambda: _consumer_health(arm, "amqp-shipping").returncode == 0,
+        timeout=60,
+        every=2,
+    )
+    wait_for("orders answered again", lambda: send_orders(arm, 6)["OK"] == 6, 60, every=2)
