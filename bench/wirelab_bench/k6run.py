@@ -59,16 +59,74 @@ def run_k6(
     seconds: int, cpu: int | None = None,
 ) -> K6Run:  # fmt: skip
     """k6/order.js against ``target`` (http://host:port or host:port) for ``seconds``."""
+    summary = _k6(binary, protocol, target, body, vus, seconds, {"WIRELAB_RATE": f"{rate:g}"}, cpu)
+    return figures(summary, protocol, rate, seconds)
+
+
+@dataclass(frozen=True)
+class ClosedRun:
+    """One closed-loop run: ``users`` each sending the next order once the last is answered.
+
+    ``confirmed_per_s`` counts the orders answered within the threshold; ``failed`` those
+    answered with an error plus those answered later than it (``late``), as the order-chain
+    study counted failed orders. Percentiles are of every answered call.
+    """
+
+    users: int
+    answered_per_s: float
+    confirmed_per_s: float
+    p50_ms: float
+    p95_ms: float
+    p99_ms: float
+    failed: int
+    late: int
+
+
+def run_k6_closed(
+    binary: str, protocol: str, target: str, body: dict[str, Any], users: int, seconds: int,
+    fail_over_ms: float, cpu: int | None = None,
+) -> ClosedRun:  # fmt: skip
+    """k6/order.js as a closed loop of ``users`` (constant-vus) against ``target``."""
+    extra = {"WIRELAB_EXECUTOR": "constant-vus", "WIRELAB_FAIL_OVER_MS": f"{fail_over_ms:g}"}
+    summary = _k6(binary, protocol, target, body, users, seconds, extra, cpu)
+    return closed_figures(summary, protocol, users, seconds)
+
+
+def closed_figures(summary: dict[str, Any], protocol: str, users: int, seconds: int) -> ClosedRun:
+    """A closed-loop run's figures from k6's --summary-export JSON (``orders_late`` is absent
+    when no order was late)."""
+    metrics = summary["metrics"]
+    trend = metrics["grpc_req_duration" if protocol == "grpc" else "http_req_duration"]
+    errors = int(metrics["checks"]["fails"])
+    late = int(metrics.get("orders_late", {}).get("count", 0))
+    answered = trend["count"]
+    return ClosedRun(
+        users=users,
+        answered_per_s=answered / seconds,
+        confirmed_per_s=(answered - errors - late) / seconds,
+        p50_ms=trend["med"],
+        p95_ms=trend["p(95)"],
+        p99_ms=trend["p(99)"],
+        failed=errors + late,
+        late=late,
+    )
+
+
+def _k6(
+    binary: str, protocol: str, target: str, body: dict[str, Any], vus: int, seconds: int,
+    extra: dict[str, str], cpu: int | None,
+) -> dict[str, Any]:  # fmt: skip
+    """Run k6/order.js with these settings; its --summary-export JSON."""
     env = {
         **os.environ,
         "WIRELAB_PROTOCOL": protocol,
         "WIRELAB_TARGET": target,
-        "WIRELAB_RATE": f"{rate:g}",
         "WIRELAB_VUS": str(vus),
         "WIRELAB_SECONDS": str(seconds),
         "WIRELAB_BODY": json.dumps(body),
         "WIRELAB_PROTO_ROOT": str(PROTO_ROOT),
         "K6_NO_USAGE_REPORT": "true",
+        **extra,
     }
     taskset = [] if cpu is None else ["taskset", "--cpu-list", str(cpu)]
     with tempfile.TemporaryDirectory() as tmp:
@@ -77,4 +135,5 @@ def run_k6(
         done = subprocess.run([*cmd, str(SCRIPT)], capture_output=True, text=True, env=env)
         if done.returncode != 0:
             raise RuntimeError(f"k6 failed ({done.returncode}):\n{done.stderr[-2000:]}")
-        return figures(json.loads(summary.read_text()), protocol, rate, seconds)
+        result: dict[str, Any] = json.loads(summary.read_text())
+        return result

@@ -1,0 +1,197 @@
+"""Benchmark: the order chain over REST, gRPC and AMQP at the study's loads (docs/broker.md).
+
+Against a running lab with the three arms (`make lab TOPOLOGY=order-chain PROFILES=amqp`):
+at each load (10 / 100 / 300 concurrent orders: a closed loop, as the study ran it), each arm in
+turn, the arms' order rotating from one load to the next, k6 (k6/order.js) sends orders with
+100 ms of work per service, a 400 ms floor, for --seconds. An order answered with an error or
+later than 900 ms is failed. Per run it prints confirmed orders/s, p50/p95/p99, failed orders,
+the CPU of the arm's four services per confirmed order and, for the AMQP arm, the broker's, each
+from cAdvisor above the idle rate measured first; then writes the rows as CSV.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+import sys
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from wirelab_locust.content import order
+
+from wirelab_bench.benchknobs import parser
+from wirelab_bench.k6run import ClosedRun, run_k6_closed
+from wirelab_bench.locust_overhead import exit_on_sigterm
+from wirelab_bench.promql import SERVICE_LABEL
+
+KNOBS = (
+    ("loads", str, "10,100,300", "concurrent orders (closed-loop users), comma separated"),
+    ("seconds", int, 30, "seconds per run"),
+    ("work-ms", int, 100, "work per service and order (the study's 100 ms)"),
+    ("fail-over-ms", float, 900, "an order answered later than this is failed (the study's)"),
+    ("rest", str, "http://127.0.0.1:8000", "the REST arm's edge"),
+    ("grpc", str, "127.0.0.1:50051", "the gRPC arm's edge"),
+    ("amqp", str, "127.0.0.1:50052", "the AMQP arm's edge (a gRPC service)"),
+    ("prometheus", str, "http://127.0.0.1:9090", "the lab's Prometheus, for cAdvisor's CPU"),
+    ("idle-seconds", int, 20, "idle seconds measured first: the CPU subtracted from each run"),
+    ("k6", str, str(Path.home() / "go" / "bin" / "k6"), "k6 binary (make tools)"),
+    ("csv", str, "orderchain.csv", "where the rows go"),
+)
+ARMS = ("rest", "grpc", "amqp")
+HOPS = ("product", "customer", "shipping")
+BROKER = "rabbitmq"
+# cAdvisor refreshes every 5 s (up to 15 s when idle) and Prometheus scrapes it every 5 s.
+FRESH_SAMPLE_TIMEOUT = 40.0
+
+
+def services(arm: str) -> tuple[str, ...]:
+    """The compose services of an arm: its edge and its three hops."""
+    return (arm, *(f"{arm}-{hop}" for hop in HOPS))
+
+
+@dataclass(frozen=True)
+class CpuSample:
+    """Each service's CPU seconds so far and the time cAdvisor measured them."""
+
+    seconds: dict[str, float]
+    at: dict[str, float]
+
+
+class Cpu:
+    """Container CPU from cAdvisor through Prometheus, per compose service.
+
+    cAdvisor stamps each sample with the time it measured it, so a window is the span between
+    two such stamps, not between two reads: a run's CPU is the counter's increase over a window
+    that contains the run, less the idle rate over the rest of that window.
+    """
+
+    def __init__(self, prometheus: str, names: Sequence[str]) -> None:
+        self.prometheus = prometheus.rstrip("/")
+        self.names = tuple(names)
+        self.idle: dict[str, float] = {}
+
+    def _query(self, expr: str) -> dict[str, float]:
+        url = f"{self.prometheus}/api/v1/query?{urllib.parse.urlencode({'query': expr})}"
+        with urllib.request.urlopen(url, timeout=30) as response:
+            body = json.load(response)
+        return {
+            r["metric"].get(SERVICE_LABEL, ""): float(r["value"][1]) for r in body["data"]["result"]
+        }
+
+    def sample(self) -> CpuSample:
+        selector = f'container_cpu_usage_seconds_total{{{SERVICE_LABEL}=~"{"|".join(self.names)}"}}'
+        seconds = self._query(f"sum by ({SERVICE_LABEL}) ({selector})")
+        at = self._query(f"max by ({SERVICE_LABEL}) (timestamp({selector}))")
+        missing = set(self.names) - set(seconds)
+        if missing:
+            raise RuntimeError(f"cAdvisor has no CPU for {sorted(missing)} in {self.prometheus}")
+        return CpuSample(seconds, at)
+
+    def after(self, ended: float) -> CpuSample:
+        """The first sample of every service measured after ``ended`` (epoch seconds)."""
+        deadline = time.monotonic() + FRESH_SAMPLE_TIMEOUT
+        while True:
+            now = self.sample()
+            if all(now.at[name] > ended for name in self.names):
+                return now
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"no fresh cAdvisor sample within {FRESH_SAMPLE_TIMEOUT:g} s")
+            time.sleep(1)
+
+    def measure_idle(self, seconds: float) -> None:
+        first = self.sample()
+        time.sleep(seconds)
+        last = self.after(max(first.at.values()) + seconds / 2)
+        self.idle = {n: _rate(first, last, n) for n in self.names}
+
+    def used(self, first: CpuSample, last: CpuSample, name: str) -> float:
+        """CPU seconds ``name`` spent between two samples above its idle rate."""
+        span = last.at[name] - first.at[name]
+        return last.seconds[name] - first.seconds[name] - self.idle.get(name, 0.0) * span
+
+
+def _rate(first: CpuSample, last: CpuSample, name: str) -> float:
+    span = last.at[name] - first.at[name]
+    return (last.seconds[name] - first.seconds[name]) / span if span > 0 else 0.0
+
+
+def per_order(cpu_seconds: float, run: ClosedRun, seconds: int) -> float:
+    """Milliseconds of CPU per confirmed order (NaN when none was confirmed)."""
+    confirmed = run.confirmed_per_s * seconds
+    return 1000 * cpu_seconds / confirmed if confirmed > 0 else float("nan")
+
+
+def rotation(arms: Sequence[str], index: int) -> list[str]:
+    """The arms starting with the ``index``-th: each arm leads one load in three."""
+    shift = index % len(arms)
+    return [*arms[shift:], *arms[:shift]]
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser("python -m wirelab_bench.perf.orderchain", __doc__, "WIRELAB_ORDERCHAIN", KNOBS)
+    ns = args.parse_args(argv)
+    try:
+        loads = [int(x) for x in ns.loads.split(",")]
+    except ValueError:
+        args.error(f"--loads must be whole numbers, got {ns.loads!r}")
+    if not loads or min(loads) <= 0:
+        args.error(f"--loads must be positive, got {ns.loads!r}")
+    if shutil.which(ns.k6) is None:
+        print(f"no k6 at {ns.k6}: make tools")
+        return 2
+    exit_on_sigterm()
+    body = {"order": order(0, 16), "work_ms": ns.work_ms, "count_words": False}
+    targets = {"rest": ns.rest, "grpc": ns.grpc, "amqp": ns.amqp}
+    # k6 speaks HTTP to the REST edge and gRPC to the other two.
+    k6_protocol = {"rest": "rest", "grpc": "grpc", "amqp": "grpc"}
+    cpu = Cpu(ns.prometheus, [s for arm in ARMS for s in services(arm)] + [BROKER])
+    print(f"idle CPU over {ns.idle_seconds} s ...", flush=True)
+    cpu.measure_idle(ns.idle_seconds)
+    rows = []
+    print(f"{'arm':5} {'users':>5} {'confirmed/s':>11} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8}"
+          f" {'failed':>6} {'arm CPU ms/order':>16} {'broker CPU ms/order':>19}")  # fmt: skip
+    for i, users in enumerate(loads):
+        for arm in rotation(ARMS, i):
+            first = cpu.sample()
+            run = run_k6_closed(
+                ns.k6, k6_protocol[arm], targets[arm], body, users, ns.seconds, ns.fail_over_ms
+            )
+            last = cpu.after(time.time())
+            arm_cpu = sum(cpu.used(first, last, s) for s in services(arm))
+            broker_cpu = cpu.used(first, last, BROKER) if arm == "amqp" else float("nan")
+            row = {
+                "arm": arm,
+                **asdict(run),
+                "arm_cpu_ms_per_order": per_order(arm_cpu, run, ns.seconds),
+                "broker_cpu_ms_per_order": per_order(broker_cpu, run, ns.seconds),
+            }
+            rows.append(row)
+            print(
+                f"{arm:5} {users:5d} {run.confirmed_per_s:11.1f} {run.p50_ms:8.1f}"
+                f" {run.p95_ms:8.1f} {run.p99_ms:8.1f} {run.failed:6d}"
+                f" {row['arm_cpu_ms_per_order']:16.2f} {row['broker_cpu_ms_per_order']:19.2f}",
+                flush=True,
+            )
+    with Path(ns.csv).open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    for users in loads:
+        at = {r["arm"]: r for r in rows if r["users"] == users}
+        ratios = ", ".join(
+            f"gRPC/{other} {at['grpc']['confirmed_per_s'] / at[other]['confirmed_per_s']:.2f}"
+            for other in ("rest", "amqp")
+            if at[other]["confirmed_per_s"] > 0
+        )
+        print(f"{users} users: confirmed orders {ratios}")
+    print(f"rows in {ns.csv}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,79 @@
+"""The order-chain benchmark's parts (wirelab_bench.perf.orderchain): k6's closed-loop figures,
+the arms' rotation, CPU per order above idle from cAdvisor's stamped samples."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+from wirelab_bench.k6run import SCRIPT, ClosedRun, closed_figures
+from wirelab_bench.perf import orderchain
+from wirelab_bench.perf.orderchain import Cpu, CpuSample, per_order, rotation, services
+
+
+def summary(count: int, fails: int, late: int | None) -> dict[str, Any]:
+    metrics: dict[str, Any] = {
+        "grpc_req_duration": {"avg": 450, "med": 420, "p(95)": 610, "p(99)": 880, "count": count},
+        "checks": {"passes": count - fails, "fails": fails, "value": 1},
+    }
+    if late is not None:
+        metrics["orders_late"] = {"count": late, "rate": late / 10}
+    return {"metrics": metrics}
+
+
+def test_confirmed_orders_are_those_answered_in_time_without_error() -> None:
+    run = closed_figures(summary(1000, fails=20, late=30), "grpc", 100, 10)
+    assert run == ClosedRun(100, 100.0, 95.0, 420, 610, 880, failed=50, late=30)
+    on_time = closed_figures(summary(1000, fails=0, late=None), "grpc", 10, 10)
+    assert (on_time.confirmed_per_s, on_time.failed, on_time.late) == (100.0, 0, 0)
+    with pytest.raises(KeyError):  # REST runs are read from http_req_duration
+        closed_figures(summary(10, 0, None), "rest", 1, 10)
+
+
+def test_the_script_runs_a_closed_loop_and_counts_late_answers() -> None:
+    text = SCRIPT.read_text()
+    assert '__ENV.WIRELAB_EXECUTOR === "constant-vus"' in text
+    assert '{ executor: "constant-vus", vus, duration }' in text
+    assert 'new Counter("orders_late")' in text and "failOverMs" in text
+
+
+def test_each_arm_leads_one_load_in_three() -> None:
+    arms = orderchain.ARMS
+    orders = [rotation(arms, i) for i in range(3)]
+    assert {tuple(o) for o in orders} == {("rest", "grpc", "amqp"), ("grpc", "amqp", "rest"),
+                                          ("amqp", "rest", "grpc")}  # fmt: skip
+    assert sorted(o[0] for o in orders) == sorted(arms)
+    assert services("amqp") == ("amqp", "amqp-product", "amqp-customer", "amqp-shipping")
+
+
+def _sample(seconds: float, at: float) -> CpuSample:
+    return CpuSample({"amqp": seconds}, {"amqp": at})
+
+
+def test_a_runs_cpu_is_the_increase_over_its_window_less_the_idle_rate() -> None:
+    cpu = Cpu("http://prometheus", ["amqp"])
+    cpu.idle = {"amqp": 0.05}  # cores
+    # 40 s between cAdvisor's stamps, 12 CPU seconds: 2 of them idle.
+    assert cpu.used(_sample(100.0, 1000.0), _sample(112.0, 1040.0), "amqp") == pytest.approx(10.0)
+    run = ClosedRun(10, 25.0, 20.0, 400, 410, 420, 100, 0)
+    assert per_order(10.0, run, 30) == pytest.approx(1000 * 10 / 600)
+    assert math.isnan(per_order(1.0, ClosedRun(10, 0, 0, 0, 0, 0, 0, 0), 30))
+
+
+def test_idle_and_fresh_samples_follow_cadvisors_stamps(monkeypatch: pytest.MonkeyPatch) -> None:
+    """measure_idle waits for a sample stamped after its window; after() for one past a run."""
+    stamps = iter([(10.0, 1000.0), (10.0, 1000.0), (11.0, 1020.0), (11.0, 1020.0), (13.0, 1030.0)])
+    cpu = Cpu("http://prometheus", ["amqp"])
+    monkeypatch.setattr(cpu, "sample", lambda: _sample(*next(stamps)))
+    monkeypatch.setattr("wirelab_bench.perf.orderchain.time.sleep", lambda _: None)
+    cpu.measure_idle(10)  # first at 1000; 1000 is not past 1005, 1020 is
+    assert cpu.idle == {"amqp": pytest.approx(0.05)}
+    assert cpu.after(1025.0) == _sample(13.0, 1030.0)
+
+
+def test_the_command_refuses_loads_it_cannot_run(capsys: pytest.CaptureFixture[str]) -> None:
+    for bad in ("10,x", "0,10"):
+        with pytest.raises(SystemExit):
+            orderchain.main(["--loads", bad])
+    assert "--loads must be" in capsys.readouterr().err
