@@ -77,17 +77,24 @@ def test_a_bad_consume_address_stops_the_consumer_with_one_line() -> None:
     )
 
 
-def _grpc_healthy(environ: dict[str, str], _: int) -> bool:
+def _grpc_health(environ: dict[str, str]) -> str:
     check = [sys.executable, "-m", "wirelab.rpc.healthcheck"]
-    return subprocess.run(check, env=environ, capture_output=True).returncode == 0
+    return subprocess.run(check, env=environ, capture_output=True, text=True).stdout.strip()
 
 
-def test_a_grpc_edge_without_its_broker_refuses_orders_at_once(tmp_path: Path) -> None:
+def _not_serving(environ: dict[str, str], _: int) -> bool:
+    """The edge listens and its health service answers NOT_SERVING (2)."""
+    return _grpc_health(environ) == "not serving: 2"
+
+
+def test_a_grpc_edge_without_its_broker_is_not_serving_and_refuses_orders_at_once(
+    tmp_path: Path,
+) -> None:
     edge = launch(
         [sys.executable, "-m", "wirelab.rpc"],
         "grpc",
         tmp_path,
-        _grpc_healthy,
+        _not_serving,
         {"WIRELAB_DOWNSTREAM": _nowhere()},
     )
     try:

@@ -31,6 +31,16 @@ class DownstreamError(Exception):
         super().__init__(self.message)
 
 
+def no_reply(peer: str, timeout: float) -> DownstreamError:
+    """The call to ``peer`` ran past its budget."""
+    return DownstreamError(peer, "timeout", f"no reply within {timeout:.3f} s")
+
+
+def unreachable(peer: str, exc: BaseException) -> DownstreamError:
+    """No connection to ``peer`` (or its broker) carried the call: the client library's error."""
+    return DownstreamError(peer, "unavailable", f"{type(exc).__name__}: {exc}")
+
+
 _SAID: dict[Reason, str] = {
     "unavailable": "is unavailable",
     "timeout": "did not answer in time",
@@ -57,6 +67,10 @@ class Downstream(Protocol[Req_contra, Rep_co]):
 
     async def order(self, request: Req_contra, timeout: float) -> Rep_co:
         """Send ``request``; its reply, or DownstreamError (the call is measured either way)."""
+        ...
+
+    def problem(self) -> str | None:
+        """None when calls can be sent now, else why not (a broker not connected yet)."""
         ...
 
     async def close(self) -> None: ...
@@ -124,6 +138,10 @@ class Relay(Generic[Req, Rep]):
                     )
                 replies.append(await downstream.order(request, left))
         return own if self.local_work else replies[0]
+
+    def problem(self) -> str | None:
+        """Why an order cannot be relayed now (the first downstream's reason), or None."""
+        return next((p for d in self.downstreams if (p := d.problem()) is not None), None)
 
     async def close(self) -> None:
         for downstream in self.downstreams:

@@ -21,7 +21,7 @@ from google.protobuf.message import DecodeError
 from wirelab.amqp import wire
 from wirelab.contract import grpc_outcome
 from wirelab.hops.outgoing import Families, Outgoing
-from wirelab.hops.relay import DownstreamError
+from wirelab.hops.relay import DownstreamError, no_reply, unreachable
 from wirelab.v1 import wirelab_pb2 as pb
 
 
@@ -137,18 +137,14 @@ class AmqpDownstream:
             outcome = "ok"
         except TimeoutError:
             outcome = "timeout"
-            raise DownstreamError(
-                self.peer, "timeout", f"no reply within {timeout:.3f} s"
-            ) from None
+            raise no_reply(self.peer, timeout) from None
         except DeliveryError as exc:  # unroutable (no such queue) or refused by the broker
             raise DownstreamError(
                 self.peer, "unavailable", f"the broker refused it: {exc}"
             ) from None
         except (AMQPError, ChannelInvalidStateError, ConnectionError) as exc:
             outcome = "connection_error"
-            raise DownstreamError(
-                self.peer, "unavailable", f"{type(exc).__name__}: {exc}"
-            ) from None
+            raise unreachable(self.peer, exc) from None
         except asyncio.CancelledError:
             outcome = "cancelled"
             raise
@@ -156,6 +152,9 @@ class AmqpDownstream:
             broker.pending.pop(correlation, None)
             self.measured.record(outcome, time.perf_counter() - started, len(body), received)
         return reply
+
+    def problem(self) -> str | None:
+        return self.broker.problem()
 
     async def close(self) -> None:
         await self.broker.close()

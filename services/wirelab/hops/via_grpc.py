@@ -69,6 +69,9 @@ class GrpcDownstream:
             self.measured.record(outcome, time.perf_counter() - started, sent, received)
         return reply
 
+    def problem(self) -> None:
+        """Always ready: the channel connects on demand, and its failures are the call's."""
+
     async def close(self) -> None:
         await self.channel.close(grace=None)
 

@@ -12,7 +12,7 @@ from pydantic import ValidationError
 from wirelab import core
 from wirelab.contract import http_outcome, peer_of
 from wirelab.hops.outgoing import Families, Outgoing
-from wirelab.hops.relay import DEADLINE_HEADER, DownstreamError
+from wirelab.hops.relay import DEADLINE_HEADER, DownstreamError, no_reply, unreachable
 from wirelab.rest.models import OrderReply, OrderRequest
 
 _JSON = {"content-type": "application/json"}
@@ -52,20 +52,19 @@ class RestDownstream:
                 ) from None
         except httpx.TimeoutException:
             outcome = "timeout"
-            raise DownstreamError(
-                self.peer, "timeout", f"no reply within {timeout:.3f} s"
-            ) from None
+            raise no_reply(self.peer, timeout) from None
         except httpx.TransportError as exc:
             outcome = "connection_error"
-            raise DownstreamError(
-                self.peer, "unavailable", f"{type(exc).__name__}: {exc}"
-            ) from None
+            raise unreachable(self.peer, exc) from None
         except asyncio.CancelledError:
             outcome = "cancelled"
             raise
         finally:
             self.measured.record(outcome, time.perf_counter() - started, len(body), received)
         return reply
+
+    def problem(self) -> None:
+        """Always ready: connections open on demand, and their failures are the call's."""
 
     async def close(self) -> None:
         await self.client.aclose()

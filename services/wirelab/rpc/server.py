@@ -163,12 +163,33 @@ async def serve_aio(settings: Settings) -> None:
         loop.add_signal_handler(sig, stop.set)
     where = bind_address(settings.host, settings.grpc_port)
     print(f"{PROG}: aio server listening on {where}", flush=True)
+    follow = None if relay is None else asyncio.create_task(_follow(relay, health_servicer))
     await stop.wait()
+    if follow is not None:
+        follow.cancel()
     # NOT_SERVING first so health-checking clients stop sending, then drain in-flight calls.
     await health_servicer.enter_graceful_shutdown()
     await server.stop(settings.grace_seconds)
     if relay is not None:
         await relay.close()
+
+
+async def _follow(
+    relay: Relay[pb.OrderRequest, pb.OrderReply], health_servicer: health_aio.HealthServicer
+) -> None:
+    """Health follows the relay: NOT_SERVING while it cannot send orders on (its broker not
+    connected yet, or reconnecting), so a compose healthcheck says so; checked every second."""
+    serving = True
+    while True:
+        ready = relay.problem() is None
+        if ready != serving:
+            serving = ready
+            status = health_pb2.HealthCheckResponse.SERVING
+            if not ready:
+                status = health_pb2.HealthCheckResponse.NOT_SERVING
+            for name in ("", SERVICE):
+                await health_servicer.set(name, status)
+        await asyncio.sleep(1)
 
 
 def _relay(
