@@ -153,6 +153,86 @@ def _downstream_errors(protocol: str) -> Json:
     )
 
 
+# The AMQP arm (order-chain with the amqp profile; docs/broker.md): its edge is the gRPC service
+# `amqp`, its hops queue consumers; amqp-* take their role's colour like rest-* and grpc-*.
+AMQP_ROLES = [
+    _role("amqp-product", "purple"),
+    _role("amqp-customer", "yellow"),
+    _role("amqp-shipping", "red"),
+]
+QUEUES = 'queue=~"amqp-.*|wirelab.dead-letter"'
+
+
+def _amqp_panels() -> list[Json]:
+    broker = "sum by (queue) ({metric}{{" + QUEUES + "}})"
+    return [
+        timeseries(
+            "AMQP arm: end to end and per hop",
+            "p50/p95/p99 over 30 s: the edge `amqp` (a gRPC service: request arrival to reply, "
+            "all three hops included) and, per queue, its calls through the broker (publish with "
+            "confirm to reply: peer = the queue, named after its consumer).",
+            [
+                *quantiles(SERVER_LATENCY, 'service="amqp"', "amqp edge"),
+                *[Q(f'{CLIENT_LATENCY}{{protocol="amqp", quantile="{q}"}}', f"{{{{peer}}}} {p}")
+                  for q, p in QUANTILES],
+            ],
+            "s",
+            overrides=AMQP_ROLES,
+            w=12,
+        ),
+        timeseries(
+            "AMQP arm: consumers' time and transport per hop",
+            "Each consumer's time per order, delivery to ack, p50 (30 s), and the transport "
+            "of each hop: the edge's mean call minus the consumer's mean time, i.e. the broker "
+            "both ways, publisher confirms and the reply queue (wirelab_hop_transport_seconds).",
+            [
+                Q(f'{SERVER_LATENCY}{{protocol="amqp", quantile="0.5"}}', "{{service}} p50"),
+                Q(f'{TRANSPORT}{{protocol="amqp"}}', "{{peer}} transport"),
+            ],
+            "s",
+            overrides=AMQP_ROLES,
+            w=12,
+        ),
+        timeseries(
+            "AMQP arm: orders/s by what became of them",
+            "Orders each consumer finished per second ($interval) by code: ack (answered), "
+            "dead_letter (bad input, refused), nack (failed, dead-lettered), requeue (left for "
+            "redelivery when the consumer or its broker went away).",
+            [Q("sum by (service, code) (rate(wirelab_server_requests_total"
+               '{protocol="amqp", kind="unary"}[$interval]))', "{{service}} {{code}}")],
+            "reqps",
+            overrides=AMQP_ROLES,
+            w=12,
+        ),
+        timeseries(
+            "AMQP arm: queues",
+            "Messages ready (waiting for a consumer) and unacknowledged (with a consumer) per "
+            "order queue, and the dead-letter queue's depth (refused and expired orders, bounded "
+            "to 10,000); the broker refreshes these every 5 s.",
+            [
+                Q(broker.format(metric="rabbitmq_detailed_queue_messages_ready"),
+                  "{{queue}} ready"),
+                Q(broker.format(metric="rabbitmq_detailed_queue_messages_unacked"),
+                  "{{queue}} unacked"),
+            ],
+            "short",
+            w=12,
+        ),
+        timeseries(
+            "AMQP arm: the broker's messages/s",
+            "Node-wide, per second over $interval: published (received), confirmed to the "
+            "publisher, delivered to consumers, acknowledged by them. An order is two messages: "
+            "the order and its reply.",
+            [
+                Q(f"sum(rate(rabbitmq_global_messages_{m}_total[$interval]))", m)
+                for m in ("received", "confirmed", "delivered", "acknowledged")
+            ],
+            "short",
+            w=12,
+        ),
+    ]  # fmt: skip
+
+
 def topology() -> Dashboard:
     d = Dashboard(
         "wirelab-topology",
@@ -182,5 +262,7 @@ def topology() -> Dashboard:
         *_pair(_downstream_errors),
         row("Replicas (cluster)"),
         *_pair(_replica_share),
+        row("AMQP arm (order-chain with PROFILES=amqp)"),
+        *_amqp_panels(),
     )
     return d

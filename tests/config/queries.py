@@ -42,7 +42,12 @@ class Query:
 ANY_TOPOLOGY = "any topology"
 # Dashboard panels (by title prefix) over series that exist only while a topology runs: the
 # edges' outgoing calls, and the replicas of the cluster topology.
-TOPOLOGY_PANELS = {"Downstream errors/s": ANY_TOPOLOGY, "Per-replica share of": "cluster"}
+TOPOLOGY_PANELS = {
+    "Downstream errors/s": ANY_TOPOLOGY,
+    "Per-replica share of": "cluster",
+    # order-chain with the amqp profile: tests/e2e/test_amqp_arm.py runs these.
+    "AMQP arm": "amqp",
+}
 
 
 def _needs(title: str) -> str:

@@ -20,6 +20,7 @@ from wirelab.amqp import wire
 from wirelab.v1 import wirelab_pb2 as pb
 from wirelab.v1 import wirelab_pb2_grpc as pb_grpc
 
+from tests.config.queries import all_queries
 from tests.e2e.lab import Lab, healthy, profile_lab, wait_for
 from tests.e2e.prom import Prometheus
 
@@ -134,6 +135,25 @@ def test_orders_cross_the_broker_and_counts_agree_hop_by_hop(arm: Arm) -> None:
     assert {q: sent[q] for q in QUEUES} == {q: acked[q] for q in QUEUES}
 
 
+def test_the_amqp_arms_queries_return_data(arm: Arm) -> None:
+    """The Topology dashboard's AMQP arm panels (and whatever else needs this arm): rules
+    evaluate every 10 s over 30 s windows and the broker refreshes its figures every 5 s, so
+    re-checked for 60 s, orders sent before each round."""
+    wanted = [q for q in all_queries() if q.expect_data and q.needs == "amqp"]
+    assert wanted, "tests/config/queries.py marks no query as needing the AMQP arm"
+    missing: list[str] = []
+
+    def all_have_data() -> bool:
+        send_orders(arm, 12)
+        missing[:] = [q.source for q in wanted if not arm.prometheus.query(q.expr)]
+        return not missing
+
+    try:
+        wait_for("every AMQP arm query to return data", all_have_data, timeout=60, every=5)
+    except AssertionError:
+        pytest.fail("queries without data:\n" + "\n".join(missing))
+
+
 def test_malformed_messages_are_dead_lettered_and_counted_and_the_consumer_goes_on(
     arm: Arm,
 ) -> None:
@@ -185,12 +205,17 @@ def test_nothing_is_lost_when_the_brokers_process_is_killed_mid_run(arm: Arm) ->
     assert send_orders(arm, ORDERS) == Counter({"OK": ORDERS})
 
 
-def _consumer_health(arm: Arm, service: str) -> subprocess.CompletedProcess[str]:
+def _health(arm: Arm, service: str, module: str) -> subprocess.CompletedProcess[str]:
+    """``service``'s own container healthcheck, run now."""
     container = arm.lab.container(service)
     return subprocess.run(
-        ["docker", "exec", container, "python", "-m", "wirelab.amqp.healthcheck"],
+        ["docker", "exec", container, "python", "-m", module],
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
+
+
+def _consumer_health(arm: Arm, service: str) -> subprocess.CompletedProcess[str]:
+    return _health(arm, service, "wirelab.amqp.healthcheck")
 
 
 def test_a_consumer_started_while_the_broker_is_down_is_not_ready_then_serves(arm: Arm) -> None:
@@ -208,6 +233,9 @@ def test_a_consumer_started_while_the_broker_is_down_is_not_ready_then_serves(ar
             every=2,
         )
         assert set(send_orders(arm, 6)) == {"UNAVAILABLE"}
+        # The edge says so too: its health follows its link to the broker.
+        edge = _health(arm, "amqp", "wirelab.rpc.healthcheck")
+        assert (edge.returncode, edge.stdout.strip()) == (1, "not serving: 2"), edge
     finally:
         arm.lab.compose("start", "rabbitmq", timeout=120)
     container = arm.lab.container("rabbitmq")
