@@ -1,1 +1,16 @@
 """Performance benchmarks of the lab itself: commands that print figures, not tests."""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+
+def write_rows(path: Path, rows: Sequence[Mapping[str, Any]]) -> None:
+    """A benchmark's rows as CSV, the first row's keys as the header."""
+    with path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)

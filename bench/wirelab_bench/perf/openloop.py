@@ -9,7 +9,6 @@ highest rate still served on time, and writes the rows as CSV.
 
 from __future__ import annotations
 
-import csv
 import shutil
 import sys
 from collections.abc import Sequence
@@ -20,6 +19,7 @@ from wirelab_bench.benchknobs import parser
 from wirelab_bench.crosscheck import BODY
 from wirelab_bench.k6run import K6Run, run_k6
 from wirelab_bench.locust_overhead import CLIENT_CPU, exit_on_sigterm, services
+from wirelab_bench.perf import write_rows
 
 # The dashboards' palette (tests/config/test_palette.py holds every plot to it).
 COLORS = {"rest": "tab:blue", "grpc": "tab:orange"}
@@ -95,10 +95,7 @@ def main(argv: list[str] | None = None) -> int:
                     f" {r.failed:6d}",
                     flush=True,
                 )
-    with Path(ns.csv).open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    write_rows(Path(ns.csv), rows)
     try:
         plot(runs, Path(ns.plot))
     except ImportError:

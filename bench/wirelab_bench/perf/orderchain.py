@@ -11,7 +11,6 @@ from cAdvisor above the idle rate measured first; then writes the rows as CSV.
 
 from __future__ import annotations
 
-import csv
 import json
 import shutil
 import sys
@@ -27,6 +26,7 @@ from wirelab_locust.content import order
 from wirelab_bench.benchknobs import parser
 from wirelab_bench.k6run import ClosedRun, run_k6_closed
 from wirelab_bench.locust_overhead import exit_on_sigterm
+from wirelab_bench.perf import write_rows
 from wirelab_bench.promql import SERVICE_LABEL
 
 KNOBS = (
@@ -177,10 +177,7 @@ def main(argv: list[str] | None = None) -> int:
                 f" {row['arm_cpu_ms_per_order']:16.2f} {row['broker_cpu_ms_per_order']:19.2f}",
                 flush=True,
             )
-    with Path(ns.csv).open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    write_rows(Path(ns.csv), rows)
     for users in loads:
         at = {r["arm"]: r for r in rows if r["users"] == users}
         ratios = ", ".join(
