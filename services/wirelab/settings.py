@@ -85,6 +85,9 @@ KNOBS = (
     Knob("amqp_password", "wirelab", "that user's password"),
     Knob("amqp_persistent", "on", "publish orders as persistent messages (the broker writes "
          "them to disk) or transient ones; the queues are durable either way", ("on", "off")),
+    Knob("amqp_shape", "request-reply", "the AMQP edge's orders: answered once every queue's "
+         "consumer has replied, or accepted once every queue has them and confirmed later "
+         "(the confirmation timed apart)", ("request-reply", "fire-and-forget")),
     Knob("amqp_prefetch", "512",
          "orders a consumer holds unacknowledged at once: how many it works on together"),
 )  # fmt: skip
@@ -117,6 +120,7 @@ class Settings:
     amqp_password: str = "wirelab"
     amqp_persistent: bool = True
     amqp_prefetch: int = 512
+    amqp_shape: str = "request-reply"
 
     @property
     def grpc_max_message_bytes(self) -> int:
@@ -200,4 +204,5 @@ def load(
         amqp_password=ns["amqp_password"],
         amqp_persistent=ns["amqp_persistent"] == "on",
         amqp_prefetch=max(1, ints["amqp_prefetch"]),
+        amqp_shape=ns["amqp_shape"],
     )

@@ -205,6 +205,36 @@ def test_nothing_is_lost_when_the_brokers_process_is_killed_mid_run(arm: Arm) ->
     assert send_orders(arm, ORDERS) == Counter({"OK": ORDERS})
 
 
+def _edge_with(arm: Arm, **env: str) -> None:
+    """Recreate the edge with these variables (none: as compose.yaml has it); it may get another
+    host port."""
+    for name in ("WIRELAB_AMQP_SHAPE",):
+        arm.lab.env.pop(name, None)
+    arm.lab.env |= env
+    arm.lab.compose("up", "-d", "--wait", "--no-deps", "amqp", timeout=180)
+    arm.edge = arm.lab.compose("port", "amqp", "50051", timeout=30).stdout.strip()
+
+
+def test_fire_and_forget_accepts_orders_then_confirms_each(arm: Arm) -> None:
+    """WIRELAB_AMQP_SHAPE=fire-and-forget: every order answered once the queues have it, then
+    confirmed by all three consumers, each confirmation timed at the edge."""
+    acked_before = _acked(arm)
+    _edge_with(arm, WIRELAB_AMQP_SHAPE="fire-and-forget")
+    try:
+        assert send_orders(arm, ORDERS) == Counter({"OK": ORDERS})
+        expr = 'sum(wirelab_client_confirmation_seconds_count{job="amqp", protocol="amqp"})'
+        wait_for(
+            f"{ORDERS} confirmations timed",
+            lambda: arm.prometheus.values(expr, "") == {"": float(ORDERS)},
+            timeout=30,
+        )
+        acked = _acked(arm)
+        for queue in QUEUES:
+            assert acked[queue] - acked_before.get(queue, 0.0) == ORDERS, (queue, acked)
+    finally:
+        _edge_with(arm)
+
+
 def _health(arm: Arm, service: str, module: str) -> subprocess.CompletedProcess[str]:
     """``service``'s own container healthcheck, run now."""
     container = arm.lab.container(service)

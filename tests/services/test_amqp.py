@@ -20,6 +20,7 @@ from wirelab import settings as knobs
 from wirelab.amqp import wire
 from wirelab.amqp.consumer import OrderConsumer
 from wirelab.hops import DownstreamError, build_relay
+from wirelab.hops.confirm import FireAndForget, confirmation
 from wirelab.hops.outgoing import families
 from wirelab.hops.via_amqp import AmqpDownstream, Broker
 from wirelab.metrics import ServerMetrics
@@ -415,3 +416,126 @@ def test_the_amqp_knobs_come_from_the_environment() -> None:
     )
     assert config.amqp_consume == "amqp://rabbitmq:5672/amqp-product"
     assert (config.amqp_persistent, config.amqp_prefetch) == (False, 16)
+
+
+# The fire-and-forget shape ------------------------------------------------------------------
+
+
+def _fire_and_forget(broker: Broker, registry: CollectorRegistry, timeout: float) -> Any:
+    urls = ("amqp://rabbitmq:5672/amqp-product", "amqp://rabbitmq:5672/amqp-customer")
+    measured = families(registry)
+    queues = [AmqpDownstream(wire.Address.parse(u), broker, True, measured) for u in urls]
+    return FireAndForget(queues, True, True, timeout, confirmed=confirmation(registry))
+
+
+async def _reply_to(broker: Broker, message: Any) -> None:
+    answer = wire.reply(pb.OrderReply().SerializeToString(), message.correlation_id, "OK", "")
+    await broker._reply(cast(Any, answer))
+
+
+def _confirmed(registry: CollectorRegistry) -> float:
+    labels = {"protocol": "amqp", "kind": "unary", "call": "ProcessOrder"}
+    return value(registry, "wirelab_client_confirmation_seconds_count", **labels)
+
+
+async def test_fire_and_forget_accepts_once_every_queue_has_the_order_then_times_confirmation(
+    broker: Broker, registry: CollectorRegistry
+) -> None:
+    exchange = Exchange()
+    _connected(broker, exchange)
+    relay = _fire_and_forget(broker, registry, timeout=5)
+    own = pb.OrderReply(order_id="o-1", total_cents=300)
+    answer = await relay.order(ORDER, own, 0, None)
+    # Answered with this hop's own reply once both publishes were confirmed, before any reply.
+    assert answer == own
+    assert sorted(q for _, q, _ in exchange.published) == ["amqp-customer", "amqp-product"]
+    assert _confirmed(registry) == 0 and len(relay.waiting) == 1
+    await asyncio.sleep(0.05)
+    for message, _, _ in exchange.published:
+        await _reply_to(broker, message)
+    await asyncio.gather(*relay.waiting)
+    assert _confirmed(registry) == 1
+    sum_ = "wirelab_client_confirmation_seconds_sum"
+    labels = {"protocol": "amqp", "kind": "unary", "call": "ProcessOrder"}
+    assert value(registry, sum_, **labels) >= 0.05  # until the last reply, not the acceptance
+    for peer in ("amqp-product", "amqp-customer"):
+        ok = value(
+            registry,
+            "wirelab_client_requests_total",
+            protocol="amqp", kind="unary", call="ProcessOrder", peer=peer, outcome="ok",
+        )  # fmt: skip
+        assert ok == 1, peer
+
+
+async def test_fire_and_forget_fails_an_order_a_queue_did_not_take_and_confirms_none(
+    broker: Broker, registry: CollectorRegistry
+) -> None:
+    exchange = Exchange()
+    _connected(broker, exchange)
+    relay = _fire_and_forget(broker, registry, timeout=0.3)
+    refused = relay.downstreams[1]
+    refused.queue = "no-such-queue"
+    real_publish = exchange.publish
+
+    async def publish(message: Any, routing_key: str, mandatory: bool = True) -> None:
+        if routing_key == "no-such-queue":
+            raise DeliveryError(None, Basic.Return(312, "NO_ROUTE", "", routing_key))
+        await real_publish(message, routing_key, mandatory)
+
+    exchange.publish = publish  # type: ignore[method-assign]
+    with pytest.raises(DownstreamError, match="the broker refused it") as failed:
+        await relay.order(ORDER, pb.OrderReply(), 0, None)
+    assert failed.value.reason == "unavailable"
+    # The queue that took it is still waited for: here no reply comes, so a timeout.
+    await asyncio.gather(*relay.waiting)
+    assert _confirmed(registry) == 0
+    timeouts = value(
+        registry,
+        "wirelab_client_requests_total",
+        protocol="amqp", kind="unary", call="ProcessOrder", peer="amqp-product", outcome="timeout",
+    )  # fmt: skip
+    assert timeouts == 1
+
+
+async def test_closing_a_fire_and_forget_edge_stops_waiting_for_confirmations(
+    broker: Broker, registry: CollectorRegistry
+) -> None:
+    _connected(broker, Exchange())
+    relay = _fire_and_forget(broker, registry, timeout=30)
+    await relay.order(ORDER, pb.OrderReply(), 0, None)
+    waiting = set(relay.waiting)
+    broker.connection = cast(Any, Connected(asyncio.Event(), is_closed=True))
+    await relay.close()
+    assert all(t.cancelled() for t in waiting) and broker.pending == {}
+    cancelled = value(
+        registry,
+        "wirelab_client_requests_total",
+        protocol="amqp", kind="unary", call="ProcessOrder", peer="amqp-product",
+        outcome="cancelled",
+    )  # fmt: skip
+    assert cancelled == 1
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [{"local_work": False}, {"fanout": "split"}],
+    ids=["relay-only", "split"],
+)
+async def test_a_fire_and_forget_edge_needs_its_own_reply(overrides: dict[str, Any]) -> None:
+    config = settings(downstream=("amqp://b:5672/q",), amqp_shape="fire-and-forget", **overrides)
+    with pytest.raises(ValueError, match="fire-and-forget edge answers with its own reply"):
+        build_relay(config, "grpc", None)
+
+
+async def test_the_shape_knob_builds_a_fire_and_forget_edge() -> None:
+    url = f"amqp://127.0.0.1:{_closed_port()}/q"
+    config = settings(downstream=(url,), amqp_shape="fire-and-forget")
+    relay = build_relay(config, "grpc", CollectorRegistry())
+    try:
+        assert isinstance(relay, FireAndForget)
+        assert relay.problem() == "no connection to the broker yet"
+    finally:
+        assert relay is not None
+        await relay.close()
+    environ = {"WIRELAB_AMQP_SHAPE": "fire-and-forget"}
+    assert knobs.load([], environ=environ).amqp_shape == "fire-and-forget"

@@ -6,6 +6,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
+from wirelab.hops.confirm import FireAndForget, confirmation
 from wirelab.hops.outgoing import families
 from wirelab.hops.relay import Relay
 from wirelab.hops.via_amqp import amqp_downstreams
@@ -41,6 +42,12 @@ def build_relay(
         downstreams: list[Any] = rest_downstreams(settings.downstream, measured)
         splitter = RestSplitter() if split else None
     elif scheme == "amqp://":
+        later = settings.amqp_shape == "fire-and-forget"
+        if later and (not settings.local_work or split):
+            raise ValueError(
+                "a fire-and-forget edge answers with its own reply: it needs "
+                "WIRELAB_LOCAL_WORK=on and a fanout other than split"
+            )
         downstreams = amqp_downstreams(
             settings.downstream,
             settings.amqp_user,
@@ -48,6 +55,10 @@ def build_relay(
             settings.amqp_persistent,
             measured,
         )
+        if later:
+            confirmed = None if registry is None else confirmation(registry)
+            timeout = settings.downstream_timeout_seconds
+            return FireAndForget(downstreams, True, True, timeout, confirmed=confirmed)
         splitter = GrpcSplitter() if split else None
     else:
         downstreams = grpc_downstreams(

@@ -100,22 +100,25 @@ class AmqpDownstream:
         self.measured = Outgoing(families, "amqp", self.peer)
 
     async def order(self, request: pb.OrderRequest, timeout: float) -> pb.OrderReply:
-        body = request.SerializeToString()
-        started = time.perf_counter()
-        outcome, received = "failure", None
-        correlation = uuid.uuid4().hex
+        """Request/reply: publish ``request``, then wait for its reply, within ``timeout``."""
+        call = await self.send(request, timeout)
+        return await call.reply()
+
+    async def send(self, request: pb.OrderRequest, timeout: float) -> Pending:
+        """Publish ``request``; return once the broker has confirmed it, with the call waiting
+        for its reply. The call is measured from here to the reply (or to the failure: a publish
+        the broker does not confirm raises DownstreamError here)."""
+        call = Pending(self, request.SerializeToString(), timeout)
         broker = self.broker
-        waiting = asyncio.get_running_loop().create_future()
-        broker.pending[correlation] = waiting
         try:
             problem = broker.problem()
             if problem is not None or broker.channel is None:
-                outcome = "connection_error"
-                raise DownstreamError(self.peer, "unavailable", problem or "no channel")
+                error = DownstreamError(self.peer, "unavailable", problem or "no channel")
+                raise _Failed("connection_error", error)
             message = aio_pika.Message(
-                body,
+                call.body,
                 content_type=wire.CONTENT_TYPE,
-                correlation_id=correlation,
+                correlation_id=call.correlation,
                 reply_to=broker.reply_to,
                 delivery_mode=self.mode,
                 expiration=timeout,
@@ -123,35 +126,9 @@ class AmqpDownstream:
             async with asyncio.timeout(timeout):
                 # Returns once the broker has confirmed it; mandatory: no queue, no silent drop.
                 await broker.channel.default_exchange.publish(message, self.queue, mandatory=True)
-                answer = await waiting
-            received = len(answer.body)
-            status = str((answer.headers or {}).get(wire.STATUS_HEADER, "OK"))
-            if status != "OK":
-                outcome = grpc_outcome(status)
-                said = (answer.headers or {}).get(wire.MESSAGE_HEADER, "")
-                raise DownstreamError(self.peer, "failed", f"{status} {said}")
-            try:
-                reply = pb.OrderReply.FromString(answer.body)
-            except DecodeError:
-                raise DownstreamError(self.peer, "failed", "unreadable reply") from None
-            outcome = "ok"
-        except TimeoutError:
-            outcome = "timeout"
-            raise no_reply(self.peer, timeout) from None
-        except DeliveryError as exc:  # unroutable (no such queue) or refused by the broker
-            raise DownstreamError(
-                self.peer, "unavailable", f"the broker refused it: {exc}"
-            ) from None
-        except (AMQPError, ChannelInvalidStateError, ConnectionError) as exc:
-            outcome = "connection_error"
-            raise unreachable(self.peer, exc) from None
-        except asyncio.CancelledError:
-            outcome = "cancelled"
-            raise
-        finally:
-            broker.pending.pop(correlation, None)
-            self.measured.record(outcome, time.perf_counter() - started, len(body), received)
-        return reply
+        except BaseException as exc:
+            raise call.failed(exc) from None
+        return call
 
     def problem(self) -> str | None:
         return self.broker.problem()
@@ -172,3 +149,82 @@ def amqp_downstreams(
         )
     broker = Broker(addresses[0].connection(user, password), [a.queue for a in addresses])
     return [AmqpDownstream(a, broker, persistent, families) for a in addresses]
+
+
+class _Failed(Exception):
+    """A call's failure as measured (``outcome``) and as the caller hears it (``error``)."""
+
+    def __init__(self, outcome: str, error: DownstreamError) -> None:
+        self.outcome = outcome
+        self.error = error
+
+
+class Pending:
+    """One order's call to a queue, published: its reply's future, its deadline, and its one
+    record (made when the reply comes, the call fails, or it is abandoned)."""
+
+    def __init__(self, downstream: AmqpDownstream, body: bytes, timeout: float) -> None:
+        loop = asyncio.get_running_loop()
+        self.downstream = downstream
+        self.body = body
+        self.timeout = timeout
+        self.started = time.perf_counter()
+        self.deadline = loop.time() + timeout
+        self.correlation = uuid.uuid4().hex
+        self.waiting: asyncio.Future[AbstractIncomingMessage] = loop.create_future()
+        downstream.broker.pending[self.correlation] = self.waiting
+        self.ended = False
+
+    async def reply(self) -> pb.OrderReply:
+        """The reply, within the call's budget, or DownstreamError."""
+        peer = self.downstream.peer
+        received = None
+        try:
+            async with asyncio.timeout_at(self.deadline):
+                answer = await self.waiting
+            received = len(answer.body)
+            status = str((answer.headers or {}).get(wire.STATUS_HEADER, "OK"))
+            if status != "OK":
+                said = (answer.headers or {}).get(wire.MESSAGE_HEADER) or ""
+                said = said.decode(errors="replace") if isinstance(said, bytes) else str(said)
+                error = DownstreamError(peer, "failed", f"{status} {said}")
+                raise _Failed(grpc_outcome(status), error)
+            try:
+                reply = pb.OrderReply.FromString(answer.body)
+            except DecodeError:
+                error = DownstreamError(peer, "failed", "unreadable reply")
+                raise _Failed("failure", error) from None
+        except BaseException as exc:
+            raise self.failed(exc, received) from None
+        self.end("ok", received)
+        return reply
+
+    def abandon(self) -> None:
+        """Stop waiting: counted cancelled, unless it has already ended."""
+        self.end("cancelled")
+
+    def end(self, outcome: str, received: int | None = None) -> None:
+        if self.ended:
+            return
+        self.ended = True
+        self.downstream.broker.pending.pop(self.correlation, None)
+        elapsed = time.perf_counter() - self.started
+        self.downstream.measured.record(outcome, elapsed, len(self.body), received)
+
+    def failed(self, exc: BaseException, received: int | None = None) -> BaseException:
+        """Record the call as failed by ``exc``; what to raise instead (the same, if it is not
+        a downstream's fault: a cancellation or a bug)."""
+        peer = self.downstream.peer
+        outcome, error = "failure", exc
+        if isinstance(exc, _Failed):
+            outcome, error = exc.outcome, exc.error
+        elif isinstance(exc, asyncio.CancelledError):
+            outcome = "cancelled"
+        elif isinstance(exc, TimeoutError):
+            outcome, error = "timeout", no_reply(peer, self.timeout)
+        elif isinstance(exc, DeliveryError):  # unroutable (no such queue) or refused
+            error = DownstreamError(peer, "unavailable", f"the broker refused it: {exc}")
+        elif isinstance(exc, AMQPError | ChannelInvalidStateError | ConnectionError):
+            outcome, error = "connection_error", unreachable(peer, exc)
+        self.end(outcome, received)
+        return error
