@@ -150,27 +150,44 @@ async def test_an_order_is_worked_answered_then_acked_and_counted(
 
 
 @pytest.mark.parametrize(
-    ("body", "said"),
+    ("body", "expected", "said"),
     [
-        (b"\xff\xff not protobuf", "not an OrderRequest"),
-        (pb.OrderRequest(order=ORDER.order, work_ms=10**6).SerializeToString(), "work_ms"),
+        (b"\xff\xff not protobuf", "INVALID_ARGUMENT", "not an OrderRequest"),
+        (
+            pb.OrderRequest(order=ORDER.order, work_ms=10**6).SerializeToString(),
+            "RESOURCE_EXHAUSTED",  # over a limit, as the gRPC service answers it
+            "work_ms=1000000 is over the limit",
+        ),
     ],
-    ids=["undecodable", "invalid"],
+    ids=["undecodable", "over-a-limit"],
 )
 async def test_bad_input_is_dead_lettered_answered_and_counted(
-    registry: CollectorRegistry, body: bytes, said: str
+    registry: CollectorRegistry, body: bytes, expected: str, said: str
 ) -> None:
     consumer, exchange = _consumer(registry)
     delivery = Delivery(body)
     await _handle(consumer, delivery)
     status, message, answer = _answer(exchange)
-    assert status == "INVALID_ARGUMENT" and said in message and answer == b""
+    assert status == expected and said in message and answer == b""
     assert delivery.rejected is False and not delivery.acked  # to the dead-letter queue
     assert requests(registry, "amqp", "unary", "client_error", "dead_letter") == 1
     # The consumer goes on serving.
     good = Delivery(ORDER.SerializeToString())
     await _handle(consumer, good)
     assert good.acked and requests(registry, "amqp", "unary", "ok", "ack") == 1
+
+
+async def test_an_order_over_the_order_limit_is_refused_before_it_is_decoded(
+    registry: CollectorRegistry,
+) -> None:
+    consumer, exchange = _consumer(registry)
+    delivery = Delivery(b"\x0a" * (SMALL.max_order_bytes + 1))
+    await _handle(consumer, delivery)
+    status, message, _ = _answer(exchange)
+    assert status == "RESOURCE_EXHAUSTED"
+    assert message == f"order is over the limit of {SMALL.max_order_bytes} bytes"
+    assert delivery.rejected is False
+    assert requests(registry, "amqp", "unary", "client_error", "dead_letter") == 1
 
 
 async def test_a_failure_in_handling_is_dead_lettered_as_nack(

@@ -25,10 +25,11 @@ class OrderConsumer:
 
     A call lasts from the delivery to the ack (or the reject), and its code says what became of
     the message (the contract's amqp codes): ``ack``; ``dead_letter`` when the order is refused as
-    bad input (undecodable protobuf, an order the core rejects), with an INVALID_ARGUMENT reply so
-    the caller need not wait for its deadline; ``nack`` (also dead-lettered) when handling it
-    failed, with INTERNAL; ``requeue`` when the consumer stopped or lost the broker before the ack,
-    so the broker delivers it again.
+    bad input (undecodable protobuf, an order the core rejects, one over the order limit), with
+    the status the gRPC service would answer (INVALID_ARGUMENT, or RESOURCE_EXHAUSTED past a
+    limit) so the caller need not wait for its deadline; ``nack`` (also dead-lettered) when
+    handling it failed, with INTERNAL; ``requeue`` when the consumer stopped or lost the broker
+    before the ack, so the broker delivers it again.
     """
 
     def __init__(self, limits: Limits, metrics: ServerMetrics | None) -> None:
@@ -48,6 +49,8 @@ class OrderConsumer:
         outcome, code = "cancelled", "requeue"
         try:
             try:
+                # The gRPC and REST services' order limit, before anything is decoded.
+                core.check_order_size(len(message.body), self.limits)
                 request = pb.OrderRequest.FromString(message.body)
                 totals = await core.process_order_async(
                     request.order, request.work_ms, request.count_words, self.limits
@@ -55,7 +58,10 @@ class OrderConsumer:
             except (DecodeError, CoreError) as exc:
                 outcome, code = "client_error", "dead_letter"
                 what = "not an OrderRequest" if isinstance(exc, DecodeError) else str(exc)
-                await self._refuse(message, "INVALID_ARGUMENT", what)
+                over = isinstance(exc, CoreError) and exc.over_limit
+                await self._refuse(
+                    message, "RESOURCE_EXHAUSTED" if over else "INVALID_ARGUMENT", what
+                )
                 return
             except Exception as exc:  # a bug must not stop the consumer: dead-letter the order
                 log.exception("order %s failed", message.correlation_id)
