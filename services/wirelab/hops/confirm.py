@@ -13,7 +13,8 @@ from typing import cast
 from prometheus_client import CollectorRegistry, Histogram
 
 from wirelab import core
-from wirelab.contract import CALLS, CLIENT
+from wirelab.contract import CALLS
+from wirelab.hops.outgoing import instrument
 from wirelab.hops.relay import DownstreamError, Relay, Reply
 from wirelab.hops.via_amqp import AmqpDownstream, Pending
 from wirelab.v1 import wirelab_pb2 as pb
@@ -24,8 +25,7 @@ FAMILY = "wirelab_client_confirmation_seconds"
 
 def confirmation(registry: CollectorRegistry) -> Histogram:
     """The edge's confirmation-time histogram of orders (the contract's family), registered."""
-    family = CLIENT[FAMILY]
-    made = Histogram(FAMILY, family.help, family.labels, buckets=family.buckets, registry=registry)
+    made = cast(Histogram, instrument(FAMILY, registry))
     return made.labels("amqp", "unary", CALLS["unary"])
 
 

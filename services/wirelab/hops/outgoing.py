@@ -55,20 +55,20 @@ Families = dict[str, Counter | Histogram]
 
 def families(registry: CollectorRegistry) -> Families:
     """Register the client families a process's downstream calls are measured with (once)."""
-    made: Families = {}
-    for name in (
+    names = (
         "wirelab_client_requests",
         "wirelab_client_request_duration_seconds",
         "wirelab_client_request_bytes",
         "wirelab_client_response_bytes",
         "wirelab_client_messages_sent",
         "wirelab_client_messages_received",
-    ):
-        family = CLIENT[name]
-        if family.type == "counter":
-            made[name] = Counter(name, family.help, family.labels, registry=registry)
-        else:
-            made[name] = Histogram(
-                name, family.help, family.labels, buckets=family.buckets, registry=registry
-            )
-    return made
+    )
+    return {name: instrument(name, registry) for name in names}
+
+
+def instrument(name: str, registry: CollectorRegistry) -> Counter | Histogram:
+    """The contract's client family ``name`` as a prometheus_client instrument in ``registry``."""
+    family = CLIENT[name]
+    if family.type == "counter":
+        return Counter(name, family.help, family.labels, registry=registry)
+    return Histogram(name, family.help, family.labels, buckets=family.buckets, registry=registry)
