@@ -76,8 +76,8 @@ class ServerMetrics {
     this.requests = m.wirelab_server_requests;
     // No downstreams in Node.js yet (docs/node.md): fanout "none", as a Python service without them.
     m.wirelab_server_info.set({ protocol, concurrency, fanout: "none" }, 1);
-    // No payload budget in this runtime yet (docs/node.md): 0 is the contract's "no admission
-    // control", and nothing is held by it.
+    // The payload budget: 0 capacity until reportBudget is called, which is also what the knob's
+    // 0 (admission off) reads as.
     m.wirelab_server_payload_budget_bytes.set({ protocol }, 0);
     m.wirelab_server_payload_in_flight_bytes.set({ protocol }, 0);
     this.bound = new Map();
@@ -123,6 +123,14 @@ class ServerMetrics {
       this.bound.set(kind, found);
     }
     return found;
+  }
+
+  /** Export ``budget``'s capacity, and the bytes it has admitted, read at each scrape. */
+  reportBudget(budget) {
+    const labels = { protocol: this.protocol };
+    const inFlight = this.made.wirelab_server_payload_in_flight_bytes;
+    this.made.wirelab_server_payload_budget_bytes.set(labels, budget.capacity);
+    inFlight.collect = () => inFlight.set(labels, budget.inUse);
   }
 
   start(kind) {

@@ -1,7 +1,7 @@
 'use strict';
 // The WIRELAB_* knobs this runtime honours, with services/wirelab/settings.py's defaults.
 // Knobs of the Python servers' own machinery (handler modes, thread pools, topologies, the body
-// timeout, concurrency caps, the payload budget) are not implemented here yet: docs/node.md.
+// timeout, concurrency caps) are not implemented here yet: docs/node.md.
 
 const INTS = {
   rest_port: 8000,
@@ -14,6 +14,7 @@ const INTS = {
   max_interval_ms: 10000,
   max_work_ms: 60000,
   max_order_bytes: 1048576,
+  payload_budget_bytes: 1342177280,
   grace_seconds: 10,
   rest_max_header_bytes: 65536,
   rest_header_timeout_seconds: 10,
@@ -57,6 +58,7 @@ function load(env = process.env) {
       maxIntervalMs: ints.max_interval_ms,
       maxWorkMs: ints.max_work_ms,
       maxOrderBytes: ints.max_order_bytes,
+      payloadBudgetBytes: ints.payload_budget_bytes,
     },
   };
 }

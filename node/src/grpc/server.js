@@ -5,11 +5,14 @@
 // Every method is registered taking and returning raw bytes and decodes/encodes here instead, as
 // rpc/intake.py does: grpc-js answers a request that does not parse with INTERNAL, uncounted, where
 // the contract wants INVALID_ARGUMENT; and the metrics count protobuf bytes without encoding twice.
+// One-message Upload and Download calls hold their peak memory in the payload budget, as
+// rpc/intake.py does: past it RESOURCE_EXHAUSTED with grpc-retry-pushback-ms.
 const grpc = require('@grpc/grpc-js');
 const { HealthImplementation, protoPath: HEALTH_PROTO } = require('grpc-health-check');
 const protoLoader = require('@grpc/proto-loader');
 const { ReflectionService } = require('@grpc/reflection');
 const core = require('../core');
+const { Overloaded, PayloadBudget } = require('../admission');
 const contract = require('../contract');
 const { startCall } = require('../metrics');
 const { writeDrained } = require('../drain');
@@ -24,18 +27,31 @@ const KIND_OF = Object.fromEntries(Object.entries(contract.DATA.calls).map(([kin
 // arrive well within it.
 const DEADLINE_SLACK_MS = 20;
 const HEALTH_NAMES = ['', proto.SERVICE, 'grpc.health.v1.Health'];
+// Peak memory of a one-message call per payload byte, what it is charged in the budget: Python's
+// factors (rpc/intake.py), which hold for Node too: `node scripts/peak-memory.js 64` (one 64 MiB
+// transfer per path, the peak RSS it adds) read 2.00-2.01x for Upload and 3.00-3.01x for Download.
+const UPLOAD_HOLDS = 4;
+const DOWNLOAD_HOLDS = 3;
+// Trailing metadata of a refusal for load, gRPC's counterpart of REST's Retry-After.
+const PUSHBACK = 'grpc-retry-pushback-ms';
 
 class Refused extends Error {
-  constructor(code, details) {
+  constructor(code, details, metadata = undefined) {
     super(details);
     this.code = code;
     this.details = details;
+    this.metadata = metadata;
   }
 }
 
 /** The status that answers ``exc`` (CoreError's mapping as rpc/errors.py's status_of). */
 function refusal(exc) {
   if (exc instanceof Refused) return exc;
+  if (exc instanceof Overloaded) {
+    const metadata = new grpc.Metadata();
+    metadata.set(PUSHBACK, String(exc.retryAfterSeconds * 1000));
+    return new Refused(grpc.status.RESOURCE_EXHAUSTED, exc.message, metadata);
+  }
   if (exc instanceof core.CoreError) {
     return new Refused(exc.overLimit ? grpc.status.RESOURCE_EXHAUSTED : grpc.status.INVALID_ARGUMENT, exc.message);
   }
@@ -73,12 +89,15 @@ function behaviours(methods, limits) {
         order,
       });
     },
-    async Upload(raw) {
+    // (raw request, admit) -> reply: ``admit(n)`` holds n bytes of the budget until the call ends.
+    async Upload(raw, admit) {
+      admit(raw.length * UPLOAD_HOLDS); // before decoding: a refused upload is never decoded
       const d = core.hashBlob(decode.Upload(raw).data, limits);
       return encode.Upload({ size: String(d.size), sha256: d.sha256 });
     },
-    async Download(raw) {
+    async Download(raw, admit) {
       const size = core.checkBlobSize(Number(decode.Download(raw).size), limits);
+      admit(size * DOWNLOAD_HOLDS);
       return encode.Download({ data: core.payload(size), size: String(size), sha256: core.digest(size) });
     },
     // One request, a stream of replies: yields encoded messages.
@@ -122,8 +141,9 @@ function finishWith(measured, exc) {
   measured.finish(contract.grpcOutcome(name), name);
 }
 
-/** grpc-js handlers (raw bytes in and out) around ``b``, each call measured into ``metrics``. */
-function handlers(b, metrics) {
+/** grpc-js handlers (raw bytes in and out) around ``b``, each call measured into ``metrics``,
+ * the one-message ones admitted into ``budget``. */
+function handlers(b, metrics, budget) {
   const start = (name) => startCall(metrics, KIND_OF[name]);
   // grpc-js reports a call past its deadline as cancelled too; the contract counts it a timeout.
   // Usually the client's own deadline cancels the call first (RST_STREAM), a little before the
@@ -140,15 +160,24 @@ function handlers(b, metrics) {
     const measured = start(name);
     cancelled(call, measured);
     measured.received(call.request.length);
+    let held = 0;
+    const admit = (nbytes) => {
+      budget.acquire(nbytes);
+      held += nbytes;
+    };
     try {
-      const reply = await b[name](call.request);
+      const reply = await b[name](call.request, admit);
       measured.sent(reply.length);
       callback(null, reply);
       measured.finish('ok', 'OK');
     } catch (exc) {
       const refused = refusal(exc);
-      callback({ code: refused.code, details: refused.details });
+      callback({ code: refused.code, details: refused.details, metadata: refused.metadata });
       finishWith(measured, refused);
+    } finally {
+      // grpc-js tells a handler nothing once the reply has been written (rpc/intake.py releases
+      // in the RPC's done callback): the hold ends as the reply is handed to grpc-js.
+      budget.release(held);
     }
   };
   const serverStream = (name) => async (call) => {
@@ -234,6 +263,8 @@ function rawDefinition(methods) {
 
 /** A grpc-js server with the WireLab, health and reflection services (not yet bound). */
 function createGrpcServer(settings, metrics) {
+  const budget = new PayloadBudget(settings.limits.payloadBudgetBytes);
+  if (metrics !== null) metrics.reportBudget(budget);
   const packageDefinition = proto.load();
   const methods = packageDefinition[proto.SERVICE];
   // Room for the protobuf framing around the largest blob (settings.py's grpc_max_message_bytes).
@@ -242,13 +273,14 @@ function createGrpcServer(settings, metrics) {
     'grpc.max_receive_message_length': maxMessage,
     'grpc.max_send_message_length': maxMessage,
   });
-  server.addService(rawDefinition(methods), handlers(behaviours(methods, settings.limits), metrics));
+  server.addService(rawDefinition(methods), handlers(behaviours(methods, settings.limits), metrics, budget));
   const health = new HealthImplementation(Object.fromEntries(HEALTH_NAMES.map((n) => [n, 'SERVING'])));
   health.addToServer(server);
   // Reflection describes WireLab and the health service, as the Python server's does.
   const healthDefinition = protoLoader.loadSync(HEALTH_PROTO, proto.OPTIONS);
   new ReflectionService({ ...packageDefinition, ...healthDefinition }).addToServer(server);
   server.health = health;
+  server.budget = budget;
   server.drain = (graceSeconds) => new Promise((resolve) => {
     // NOT_SERVING first so health-checking clients stop sending, then drain calls in flight.
     for (const name of HEALTH_NAMES) health.setStatus(name, 'NOT_SERVING');

@@ -1,7 +1,9 @@
 'use strict';
 // The REST service on Node's own `http` module: the routes of services/wirelab/rest/routes.py, the
-// same error mapping (CoreError -> 400/413, bad input -> 422, {"detail": "..."} bodies), health and
-// (unless switched off) the contract's metrics, counted around each call as the Python middleware.
+// same error mapping (CoreError -> 400/413, bad input -> 422, Overloaded -> 503 with Retry-After,
+// {"detail": "..."} bodies), the payload budget on the one-message blob routes (rest/bodies.py),
+// health and (unless switched off) the contract's metrics, counted around each call as the Python
+// middleware.
 //
 // `http` rather than Fastify: a minimal POST /v1/orders echo (parse the JSON order, reply JSON),
 // server pinned to one core and a 64-connection keep-alive Node client on the other, 3 s, three
@@ -11,6 +13,7 @@
 const http = require('node:http');
 const { WebSocketServer } = require('ws');
 const core = require('../core');
+const { Overloaded, PayloadBudget } = require('../admission');
 const contract = require('../contract');
 const { startCall } = require('../metrics');
 const { writeDrained } = require('../drain');
@@ -43,6 +46,20 @@ for (const key of KINDS.keys()) {
 // Kinds whose bodies are streams: each piece counts as a message.
 const STREAMED_IN = new Set(['upload_chunked']);
 const STREAMED_OUT = new Set(['server_stream', 'download_chunked']);
+// Peak memory of a one-message upload per body byte, what it is charged in the payload budget
+// (rest/bodies.py's rule, Node's own factors): `node scripts/peak-memory.js 64` (one 64 MiB
+// transfer per path, the peak RSS it adds) read 1.51-1.55x the body for POST /v1/blobs (the body, and
+// the socket's pieces until the GC takes them; Python's 1 would be short) and 6.35-6.68x the
+// payload, 4.8-5.0x the body, for POST /v1/blobs/json (the body, its text, the base64 string
+// parsed out of it, the blob decoded from that, the socket's pieces; Python's 4). Downloads keep
+// Python's charges, which that run finds above Node's peaks: GET /v1/blobs 1.01x, /v1/blobs/json
+// 1.36x (charged 2.33x: the blob and its base64).
+const UPLOAD_HOLDS = 2;
+const JSON_UPLOAD_HOLDS = 6;
+// A multiple of 3 bytes, so that the base64 of consecutive pieces is the base64 of the whole;
+// small, so that each piece's string dies young (pieces of 768 KiB held 2.4x the payload at the
+// peak, those of 48 KiB 1.36x).
+const B64_PIECE = 3 * 16 * 1024;
 // Close codes the server sends for bad ping frames, as the HTTP status they stand for.
 const CLOSE_STATUS = new Map([[1000, 101], [1007, 400], [1008, 400], [1009, 413]]);
 const CLEAN_CLIENT_CLOSE = new Set([1000, 1001, 1005]);
@@ -58,6 +75,7 @@ class HttpError extends Error {
 function statusOf(exc) {
   if (exc instanceof core.CoreError) return exc.overLimit ? 413 : 400;
   if (exc instanceof validate.Invalid) return 422;
+  if (exc instanceof Overloaded) return 503;
   if (exc instanceof HttpError) return exc.status;
   return 500;
 }
@@ -86,13 +104,29 @@ function measureResponse(res, call, kind) {
   };
 }
 
-/** Read a whole request body, refusing it past ``limit`` (413), counting it into ``call``. */
-function readBody(req, limit, call, kind, onPiece = null) {
-  const declared = req.headers['content-length'];
-  if (declared !== undefined && Number(declared) > limit) {
+/** Read a whole request body, refusing it past ``limit`` (413), counting it into ``call``. With
+ * ``admit`` (the call's hold on the payload budget), ``holds`` times its bytes are taken first,
+ * as rest/bodies.py does: the announced length before a byte is read (an excess call is refused
+ * at once, body unread), or without one each piece as it arrives. */
+function readBody(req, limit, call, kind, { onPiece = null, admit = null, holds = 1 } = {}) {
+  const header = req.headers['content-length'];
+  const declared = header === undefined ? null : Number(header);
+  if (declared !== null && declared > limit) {
     return Promise.reject(new core.CoreError(`body of ${declared} bytes is over the limit of ${limit}`, { overLimit: true }));
   }
+  let held = 0;
+  if (admit !== null && declared !== null) {
+    try {
+      admit(declared * holds);
+    } catch (exc) {
+      return Promise.reject(exc);
+    }
+    held = declared * holds;
+  }
   const streamed = STREAMED_IN.has(kind);
+  // An announced body goes straight into one buffer of its length (Node's parser holds the body
+  // to it): pieces joined at the end held it twice at the peak.
+  const whole = declared !== null && onPiece === null ? Buffer.allocUnsafe(declared) : null;
   return new Promise((resolve, reject) => {
     const pieces = [];
     let size = 0;
@@ -107,13 +141,18 @@ function readBody(req, limit, call, kind, onPiece = null) {
           return;
         }
         if (size > limit) throw new core.CoreError(`body is over the limit of ${limit} bytes`, { overLimit: true });
-        pieces.push(piece);
+        if (admit !== null && size * holds > held) {
+          admit(size * holds - held);
+          held = size * holds;
+        }
+        if (whole !== null) piece.copy(whole, size - piece.length);
+        else pieces.push(piece);
       } catch (exc) {
         failed = true;
         reject(exc);
       }
     });
-    req.on('end', () => failed || resolve(Buffer.concat(pieces, size)));
+    req.on('end', () => failed || resolve(whole !== null ? whole : Buffer.concat(pieces, size)));
     req.on('error', reject);
     req.on('aborted', () => reject(new HttpError(499, 'client went away')));
   });
@@ -167,32 +206,44 @@ function routes(limits) {
       }
       res.end();
     },
-    async upload(req, res, params, call) {
-      const body = await readBody(req, limits.maxPayloadBytes, call, 'upload');
+    async upload(req, res, params, call, admit) {
+      const body = await readBody(req, limits.maxPayloadBytes, call, 'upload', { admit, holds: UPLOAD_HOLDS });
       const d = core.hashBlob(body, limits);
       sendJson(res, 200, JSON.stringify({ size: d.size, sha256: d.sha256 }));
     },
-    async upload_json(req, res, params, call) {
-      const body = await readBody(req, jsonLimit, call, 'upload_json');
+    async upload_json(req, res, params, call, admit) {
+      const body = await readBody(req, jsonLimit, call, 'upload_json', { admit, holds: JSON_UPLOAD_HOLDS });
       const data = codec.decodeB64(validate.blobUpload(parseJson(body)), 'data');
       const d = core.hashBlob(data, limits);
       sendJson(res, 200, JSON.stringify({ size: d.size, sha256: d.sha256 }));
     },
     async upload_chunked(req, res, params, call) {
       const hasher = new core.Hasher(limits);
-      await readBody(req, limits.maxPayloadBytes, call, 'upload_chunked', (piece) => hasher.update(piece));
+      await readBody(req, limits.maxPayloadBytes, call, 'upload_chunked', { onPiece: (piece) => hasher.update(piece) });
       sendJson(res, 200, JSON.stringify({ size: hasher.size, sha256: hasher.hexdigest() }));
     },
-    async download(req, res, params) {
+    async download(req, res, params, call, admit) {
       const size = core.checkBlobSize(validate.queryInt(params, 'size'), limits);
+      admit(size);
       const body = core.payload(size);
       res.writeHead(200, { 'content-type': OCTETS, 'content-length': size, ...blobHeaders(size) });
       res.end(body);
     },
-    async download_json(req, res, params) {
+    async download_json(req, res, params, call, admit) {
       const size = core.checkBlobSize(validate.queryInt(params, 'size'), limits);
-      const data = core.payload(size).toString('base64');
-      sendJson(res, 200, `{"data":"${data}","size":${size},"sha256":"${core.digest(size)}"}`);
+      // Charged as routes.py charges it: the blob and its base64 together.
+      const encoded = Math.floor((size + 2) / 3) * 4;
+      admit(size + encoded);
+      // The base64 written piece by piece into the one buffer that is sent, around the JSON's
+      // head and tail: the whole as one string, then as bytes, held it three times over.
+      const head = '{"data":"';
+      const tail = `","size":${size},"sha256":"${core.digest(size)}"}`;
+      const body = Buffer.allocUnsafe(head.length + encoded + tail.length);
+      let at = body.write(head, 0, 'latin1');
+      for (const piece of core.chunks(size, B64_PIECE)) at += body.write(piece.toString('base64'), at, 'latin1');
+      body.write(tail, at, 'latin1');
+      res.writeHead(200, { 'content-type': JSON_TYPE, 'content-length': body.length });
+      res.end(body);
     },
     async download_chunked(req, res, params) {
       const size = core.checkBlobSize(validate.queryInt(params, 'size'), limits);
@@ -207,7 +258,7 @@ function routes(limits) {
 }
 
 /** Answer ``exc`` with {"detail": ...} unless the response has started (then cut it off). */
-function answerError(res, exc) {
+function answerError(req, res, exc) {
   const status = statusOf(exc);
   if (status === 500) console.error(exc);
   if (res.headersSent) {
@@ -216,7 +267,9 @@ function answerError(res, exc) {
   }
   if (status === 499) return;
   // A refused body may still be arriving: close rather than read it to its end.
-  const headers = { ...(exc.headers || {}), ...(status === 413 ? { connection: 'close' } : {}) };
+  const unread = status === 413 || (status === 503 && req.method !== 'GET' && !req.complete);
+  const headers = { ...(exc.headers || {}), ...(unread ? { connection: 'close' } : {}) };
+  if (exc instanceof Overloaded) headers['retry-after'] = String(exc.retryAfterSeconds);
   const detail = status === 500 ? 'Internal Server Error' : exc.message;
   sendJson(res, status, JSON.stringify({ detail }), headers);
 }
@@ -262,6 +315,8 @@ function pingpong(wss, metrics, limits) {
 /** The REST server: ``listen`` it; ``drain(graceSeconds)`` drains it. */
 function createRestServer(settings, metrics) {
   const handlers = routes(settings.limits);
+  const budget = new PayloadBudget(settings.limits.payloadBudgetBytes);
+  if (metrics !== null) metrics.reportBudget(budget);
   const server = http.createServer({
     maxHeaderSize: settings.restMaxHeaderBytes || undefined,
   }, async (req, res) => {
@@ -274,7 +329,16 @@ function createRestServer(settings, metrics) {
     const call = startCall(metrics, kind);
     measureResponse(res, call, kind);
     if (!STREAMED_IN.has(kind)) call.received(0, 1);
+    // What the call holds of the payload budget, given back when its response is over (sent,
+    // refused or cut off): a download's bytes once they have left the process.
+    let held = 0;
+    const admit = (nbytes) => {
+      budget.acquire(nbytes);
+      held += nbytes;
+    };
     res.on('close', () => {
+      budget.release(held);
+      held = 0;
       if (res.writableFinished) call.finish(contract.httpOutcome(res.statusCode), String(res.statusCode));
       else call.finish('cancelled', '499');
     });
@@ -291,9 +355,9 @@ function createRestServer(settings, metrics) {
       if (req.method === 'GET' || req.method === 'HEAD') {
         req.on('data', (piece) => call.received(piece.length, 0)).resume();
       }
-      await handler(req, res, url.searchParams, call);
+      await handler(req, res, url.searchParams, call, admit);
     } catch (exc) {
-      answerError(res, exc);
+      answerError(req, res, exc);
     }
   });
   if (settings.restHeaderTimeoutSeconds) server.headersTimeout = settings.restHeaderTimeoutSeconds * 1000;
@@ -309,6 +373,7 @@ function createRestServer(settings, metrics) {
     socket.end('HTTP/1.1 403 Forbidden\r\ncontent-length: 0\r\nconnection: close\r\n\r\n');
     call.finish(contract.httpOutcome(403), '403');
   });
+  server.budget = budget;
   server.drain = (graceSeconds) => new Promise((resolve) => {
     for (const ws of wss.clients) ws.close(1001, 'server shutting down');
     const force = setTimeout(() => {
