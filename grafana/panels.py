@@ -16,8 +16,8 @@ SCHEMA_VERSION = 41
 # for a finer step, or $__rate_interval would be shorter than two scrapes.
 EXPORTER_INTERVAL = "5s"
 
-# REST is always blue and gRPC always orange; quantiles differ by line style, so one glance at
-# any panel says which protocol and which quantile a line is.
+# REST is always blue, gRPC always orange and the AMQP arm green; quantiles differ by line style,
+# so one glance at any panel says which protocol and which quantile a line is.
 _STYLE_OVERRIDES: list[Json] = [
     {
         "matcher": {"id": "byRegexp", "options": "^rest.*"},
@@ -26,6 +26,10 @@ _STYLE_OVERRIDES: list[Json] = [
     {
         "matcher": {"id": "byRegexp", "options": "^grpc.*"},
         "properties": [{"id": "color", "value": {"mode": "fixed", "fixedColor": "orange"}}],
+    },
+    {
+        "matcher": {"id": "byRegexp", "options": "^amqp.*"},
+        "properties": [{"id": "color", "value": {"mode": "fixed", "fixedColor": "green"}}],
     },
     {
         "matcher": {"id": "byRegexp", "options": ".*(p95|client).*"},

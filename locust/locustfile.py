@@ -1,4 +1,4 @@
-"""wirelab's Locust scenario: a REST and a gRPC user, one task per interaction kind."""
+"""wirelab's Locust scenario: a REST, a gRPC and an AMQP-arm user, one task per interaction kind."""
 
 from __future__ import annotations
 
@@ -39,3 +39,11 @@ class GrpcUser(GrpcLabUser):
         GrpcLabUser.download,
         GrpcLabUser.download_chunked,
     ]
+
+
+class AmqpUser(GrpcLabUser):
+    """The order chain's AMQP arm (--protocols amqp): orders through its gRPC edge, whose
+    downstreams are queues (docs/broker.md); its calls carry protocol="amqp"."""
+
+    protocol = "amqp"
+    tasks = [GrpcLabUser.unary]  # noqa: RUF012  (Locust reads the task list from the class)

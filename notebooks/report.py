@@ -106,8 +106,9 @@ def say(text: str) -> None:
     display(Markdown(text))
 
 
-# The dashboards' palette (REST blue, gRPC orange); tests/config/test_palette.py holds them equal.
-COLORS = {"rest": "tab:blue", "grpc": "tab:orange"}
+# The dashboards' palette (REST blue, gRPC orange, the AMQP arm green); tests/config/test_palette.py
+# holds them equal.
+COLORS = {"rest": "tab:blue", "grpc": "tab:orange", "amqp": "tab:green"}
 
 
 def grid(n: int, cols: int = 3) -> tuple[Figure, list[Axes]]:
@@ -565,6 +566,7 @@ if HAVE:
 # The studies' own figures (docs/studies.md), shown for reference only: other hardware and code.
 STUDY_FASTER = {"a-to-b": 27.0, "cluster": 31.0}  # gRPC below HTTP/1.1, % of mean latency
 STUDY_CONFIRMED = {"order-chain": 4.8}  # gRPC's confirmed orders / REST's at the highest load
+STUDY_CONFIRMED_AMQP = {"order-chain": 2.02}  # gRPC's / the AMQP arm's, the same run
 replicas_path = RUN / "replicas.csv"
 replicas = pd.read_csv(replicas_path) if replicas_path.exists() else pd.DataFrame()
 in_run = set(tidy["topology"]) if HAVE and "topology" in tidy else set()
@@ -597,11 +599,18 @@ def against_study(name: str, part: pd.DataFrame) -> str:
         # Confirmed = the orders Locust counted ok: answered, and within the 900 ms threshold.
         ok = (high.requests - high.errors).groupby(high.protocol).mean()
         ratio = ok["grpc"] / ok["rest"] if ok["rest"] > 0 else math.inf
-        return (
+        text = (
             f"*gRPC confirmed {STUDY_CONFIRMED[name]}x REST's orders at high load* (order-chain "
             f"study): here {ratio:.2f}x at {int(high.users.max())} users — gRPC {ok['grpc']:.0f},"
             f" REST {ok['rest']:.0f} orders confirmed per window (answered within the threshold)."
         )
+        if "amqp" in ok and name in STUDY_CONFIRMED_AMQP:
+            amqp = ok["grpc"] / ok["amqp"] if ok["amqp"] > 0 else math.inf
+            text += (
+                f" *And {STUDY_CONFIRMED_AMQP[name]}x the AMQP arm's*: here {amqp:.2f}x — AMQP"
+                f" {ok['amqp']:.0f} orders confirmed per window."
+            )
+        return text
     return f"No published figure of topology {name} to compare with (or one protocol only)."
 
 
@@ -617,8 +626,10 @@ def topology_section(name: str) -> None:
         return
     cols = ["client_mean_ms", "client_p50_ms", "client_p99_ms", "work_floor_ms",
             "overhead_above_floor_ms", "hop_calls_per_order", "hop_mean_ms", "hop_p50_ms",
-            "hop_p99_ms", "hop_error_pct", "ok_per_s", "error_pct"]  # fmt: skip
-    display(part.groupby(["protocol", "users"])[cols].mean().round(2))
+            "hop_p99_ms", "hop_error_pct", "ok_per_s", "error_pct", "chain_cpu_s_per_request",
+            "broker_cpu_s_per_request"]  # fmt: skip
+    # Runs older than the chain's CPU columns lack them: show what the folder has.
+    display(part.groupby(["protocol", "users"])[[c for c in cols if c in part]].mean().round(4))
     loads = sorted(part["users"].unique())
     frames = {side: cdf_frame(side) for side in ("client", "hop")}
     fig, axes = grid(len(loads))

@@ -51,6 +51,7 @@ class Lab:
     # The services through Toxiproxy, for cells with a network profile (wirelab_bench.network).
     net_rest_url: str = ""
     net_grpc_target: str = ""
+    amqp_target: str = ""  # the AMQP arm's gRPC edge (docs/broker.md)
 
     @property
     def edge(self) -> tuple[str, ...]:
@@ -83,7 +84,7 @@ def measure(
     proxied = g.network != DIRECT
     rest_url = lab.net_rest_url if proxied else lab.rest_url
     grpc_target = lab.net_grpc_target if proxied else lab.grpc_target
-    target = Target(rest_url, grpc_target, lab.locustfile, port, lab.locust_args)
+    target = Target(rest_url, grpc_target, lab.locustfile, port, lab.locust_args, lab.amqp_target)
     (run_dir / "locust").mkdir(exist_ok=True)
     cmd = locust_command(cell, target, run_dir / "locust" / cell.cell_id)
     (run_dir / "locust" / f"{cell.cell_id}.cmd").write_text(shlex.join(cmd) + "\n")

@@ -1,4 +1,4 @@
-"""Wait until both services answer their health checks."""
+"""Wait until the services a run measures answer their health checks."""
 
 from __future__ import annotations
 
@@ -18,33 +18,43 @@ def rest_healthy(rest_url: str) -> str | None:
     return None if response.status_code == 200 else f"REST /healthz answered {response.status_code}"
 
 
-def grpc_healthy(target: str) -> str | None:
+def grpc_healthy(target: str, what: str = "gRPC") -> str | None:
     """None when the grpc.health.v1 overall status is SERVING; otherwise why not."""
     with grpc.insecure_channel(target) as channel:
         stub = health_pb2_grpc.HealthStub(channel)
         try:
             reply = stub.Check(health_pb2.HealthCheckRequest(service=""), timeout=2.0)
         except grpc.RpcError as exc:
-            return f"gRPC {target}: {exc.code().name}"
+            return f"{what} {target}: {exc.code().name}"
     if reply.status != health_pb2.HealthCheckResponse.SERVING:
-        return f"gRPC {target}: status {reply.status}"
+        status = health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status)
+        return f"{what} {target}: {status}"
     return None
 
 
+# The AMQP arm's edge is NOT_SERVING while it cannot reach the broker, and absent from a lab
+# started without its profile (docs/broker.md).
+AMQP_EDGE = (
+    "the AMQP arm's edge (`make lab TOPOLOGY=order-chain PROFILES=amqp`; NOT_SERVING = no broker)"
+)
+
+
 def wait_healthy(
-    rest_url: str, grpc_target: str, protocols: tuple[str, ...], timeout: float
+    rest_url: str,
+    grpc_target: str,
+    protocols: tuple[str, ...],
+    timeout: float,
+    amqp_target: str = "",
 ) -> None:
-    """Poll until every protocol in ``protocols`` is healthy; raise TimeoutError with the reason."""
+    """Poll until every arm in ``protocols`` is healthy; raise TimeoutError with the reason."""
+    checks = {
+        "rest": lambda: rest_healthy(rest_url),
+        "grpc": lambda: grpc_healthy(grpc_target),
+        "amqp": lambda: grpc_healthy(amqp_target, AMQP_EDGE),
+    }
     deadline = time.monotonic() + timeout
     while True:
-        problems = [
-            p
-            for p in (
-                rest_healthy(rest_url) if "rest" in protocols else None,
-                grpc_healthy(grpc_target) if "grpc" in protocols else None,
-            )
-            if p
-        ]
+        problems = [p for p in (checks[arm]() for arm in protocols) if p]
         if not problems:
             return
         if time.monotonic() >= deadline:

@@ -24,12 +24,16 @@ NETWORK_PROFILES = _repo_path("toxiproxy/profiles.toml")
 KNOBS: tuple[tuple[str, type, object, str], ...] = (
     ("rest_url", str, "http://127.0.0.1:8000", "REST service base URL"),
     ("grpc_target", str, "127.0.0.1:50051", "gRPC service host:port"),
+    ("amqp_target", str, "127.0.0.1:50052",
+     "the AMQP arm's gRPC edge host:port (order chain, profile amqp; docs/broker.md)"),
     ("prometheus_url", str, "http://127.0.0.1:9090",
      "Prometheus for range exports and container columns; empty = none"),
     ("rest_metrics_url", str, "http://127.0.0.1:9100/metrics",
      "REST service /metrics, scraped directly at window start and end (else via Prometheus)"),
     ("grpc_metrics_url", str, "http://127.0.0.1:9101/metrics",
      "gRPC service /metrics, scraped directly at window start and end (else via Prometheus)"),
+    ("amqp_metrics_url", str, "http://127.0.0.1:9102/metrics",
+     "the AMQP arm's edge /metrics, scraped directly at window start and end (else Prometheus)"),
     ("client_metrics_port", int, 0, "port of the Locust child's client /metrics; 0 = a free port"),
     ("results_dir", str, "results", "folder that receives one sub-folder per run"),
     ("scenarios_dir", str, _repo_path("scenarios"), "where scenario names are looked up"),
@@ -65,9 +69,11 @@ def flag(name: str) -> str:
 class Knobs:
     rest_url: str
     grpc_target: str
+    amqp_target: str
     prometheus_url: str
     rest_metrics_url: str
     grpc_metrics_url: str
+    amqp_metrics_url: str
     client_metrics_port: int
     results_dir: str
     scenarios_dir: str

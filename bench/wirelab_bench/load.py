@@ -40,6 +40,7 @@ class Target:
     locustfile: Path
     metrics_port: int
     extra_args: tuple[str, ...] = ()
+    amqp_target: str = ""
 
 
 def locust_command(cell: Cell, target: Target, csv_prefix: Path) -> list[str]:
@@ -58,6 +59,7 @@ def locust_command(cell: Cell, target: Target, csv_prefix: Path) -> list[str]:
         "--host", target.rest_url,
         "--rest-host", target.rest_url,
         "--grpc-target", target.grpc_target,
+        "--amqp-target", target.amqp_target,
         "--protocols", cell.protocol,
         "--mix", f"{cell.kind}=1",
         "--work-ms", str(g.work_ms),

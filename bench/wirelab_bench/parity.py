@@ -44,6 +44,23 @@ def check_parity(rest_url: str, grpc_target: str, timeout: float = 30.0) -> list
         raise ParityError(f"parity check call failed: {type(exc).__name__}: {exc}") from exc
 
 
+def check_arm_parity(grpc_target: str, arm_target: str, timeout: float = 30.0) -> list[str]:
+    """The same order through the gRPC edge and through an arm measured behind a gRPC edge (the
+    AMQP arm): the same reply, so the arms compare the same work."""
+    try:
+        with (
+            grpc.insecure_channel(grpc_target) as direct,
+            grpc.insecure_channel(arm_target) as arm,
+        ):
+            want = pb_grpc.WireLabStub(direct).ProcessOrder(ORDER, timeout=timeout)
+            got = pb_grpc.WireLabStub(arm).ProcessOrder(ORDER, timeout=timeout)
+    except grpc.RpcError as exc:
+        raise ParityError(f"parity check call failed: {type(exc).__name__}: {exc}") from exc
+    if got != want:
+        raise ParityError(f"unary ProcessOrder: {arm_target} {_dict(got)} != gRPC {_dict(want)}")
+    return ["unary (amqp)"]
+
+
 def _check(rest_url: str, grpc_target: str, timeout: float) -> list[str]:
     base = rest_url.rstrip("/")
     with (

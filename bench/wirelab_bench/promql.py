@@ -6,6 +6,8 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from wirelab.contract import ARMS
+
 from wirelab_bench.histo import Snapshot, key
 
 SERVICE_LABEL = "container_label_com_docker_compose_service"
@@ -23,13 +25,23 @@ class Export:
     by: tuple[str, ...]
     matchers: tuple[tuple[str, str, str], ...] = ()
     agg: str = "sum"
+    # The arm measured is the edge's job, not the protocol its server speaks: the AMQP arm's edge
+    # (job amqp) is a gRPC server (wirelab.contract.ARM_EDGES). Its samples take protocol=<job>.
+    arm_from_job: bool = False
 
     @property
     def promql(self) -> str:
         sel = ", ".join(f'{label}{op}"{value}"' for label, op, value in self.matchers)
         grouping = f" by ({', '.join(self.by)})" if self.by else ""
         selector = f"{{{sel}}}" if sel else ""
-        return f"{self.agg}{grouping} ({self.metric}{selector})"
+        series = f"{self.metric}{selector}"
+        if self.arm_from_job:
+            series = f'label_replace({series}, "protocol", "$1", "job", "(.+)")'
+        return f"{self.agg}{grouping} ({series})"
+
+    def relabel(self, labels: Mapping[str, str]) -> Mapping[str, str]:
+        """``labels`` as the PromQL expression sees them after its label_replace."""
+        return {**labels, "protocol": labels["job"]} if self.arm_from_job else labels
 
     def selects(self, name: str, labels: Mapping[str, str]) -> bool:
         if name != self.metric:
@@ -47,31 +59,38 @@ class Export:
 
 
 _PK = ("protocol", "kind")
-# The edges Locust calls (jobs rest and grpc) and Locust itself: never a topology's hops (job
-# hops) nor an edge's own outgoing calls (client families on the edge's /metrics). A direct
-# scrape labels its samples with the same jobs (scrape.py), so both sources select alike.
-_SERVERS = (("job", "=~", "rest|grpc"),)
+# The edges Locust calls (jobs rest and grpc, and amqp: the AMQP arm's gRPC edge) and Locust
+# itself: never a topology's hops (job hops) nor an edge's own outgoing calls (client families on
+# the edge's /metrics). A direct scrape labels its samples with the same jobs (scrape.py), so
+# both sources select alike.
+_SERVERS = (("job", "=~", "|".join(ARMS)),)
 _LOCUST = (("job", "=", "locust"),)
+
+
+def _edge(metric: str, by: tuple[str, ...]) -> Export:
+    """An export of the edges' series, each labelled with the arm it measures (where it keeps
+    ``protocol``; grouped by job, the job already names it)."""
+    return Export(metric, by, _SERVERS, arm_from_job="protocol" in by)
+
+
 _CONTAINERS = ((SERVICE_LABEL, "!=", ""),)
 
 EXPORTS: dict[str, Export] = {
-    # Server side: the two edges (jobs rest and grpc).
-    "server_requests": Export("wirelab_server_requests_total", (*_PK, "outcome"), _SERVERS),
-    "server_duration_bucket": Export(
-        "wirelab_server_request_duration_seconds_bucket", (*_PK, "le"), _SERVERS
+    # Server side: the edges (jobs rest and grpc; amqp, the AMQP arm's, in its topology).
+    "server_requests": _edge("wirelab_server_requests_total", (*_PK, "outcome")),
+    "server_duration_bucket": _edge("wirelab_server_request_duration_seconds_bucket", (*_PK, "le")),
+    "server_ttfm_bucket": _edge(
+        "wirelab_server_time_to_first_message_seconds_bucket", (*_PK, "le")
     ),
-    "server_ttfm_bucket": Export(
-        "wirelab_server_time_to_first_message_seconds_bucket", (*_PK, "le"), _SERVERS
-    ),
-    "server_request_bytes_sum": Export("wirelab_server_request_bytes_sum", _PK, _SERVERS),
-    "server_request_bytes_count": Export("wirelab_server_request_bytes_count", _PK, _SERVERS),
-    "server_response_bytes_sum": Export("wirelab_server_response_bytes_sum", _PK, _SERVERS),
-    "server_response_bytes_count": Export("wirelab_server_response_bytes_count", _PK, _SERVERS),
-    "server_messages_sent": Export("wirelab_server_messages_sent_total", _PK, _SERVERS),
-    "server_messages_received": Export("wirelab_server_messages_received_total", _PK, _SERVERS),
-    "server_in_flight": Export("wirelab_server_requests_in_flight", _PK, _SERVERS),
-    "server_cpu_seconds": Export("process_cpu_seconds_total", ("job",), _SERVERS),
-    "server_resident_memory": Export("process_resident_memory_bytes", ("job",), _SERVERS),
+    "server_request_bytes_sum": _edge("wirelab_server_request_bytes_sum", _PK),
+    "server_request_bytes_count": _edge("wirelab_server_request_bytes_count", _PK),
+    "server_response_bytes_sum": _edge("wirelab_server_response_bytes_sum", _PK),
+    "server_response_bytes_count": _edge("wirelab_server_response_bytes_count", _PK),
+    "server_messages_sent": _edge("wirelab_server_messages_sent_total", _PK),
+    "server_messages_received": _edge("wirelab_server_messages_received_total", _PK),
+    "server_in_flight": _edge("wirelab_server_requests_in_flight", _PK),
+    "server_cpu_seconds": _edge("process_cpu_seconds_total", ("job",)),
+    "server_resident_memory": _edge("process_resident_memory_bytes", ("job",)),
     # Client side: Locust (job locust).
     "client_requests": Export("wirelab_client_requests_total", (*_PK, "outcome"), _LOCUST),
     "client_duration_bucket": Export(
@@ -115,11 +134,9 @@ EXPORT_QUERIES: dict[str, str] = {name: e.promql for name, e in EXPORTS.items()}
 # Exported only in a topology run (docs/topologies.md): series the one-hop lab does not have.
 TOPOLOGY_EXPORTS: dict[str, Export] = {
     # The edges' outgoing calls: the client families on the edge's own /metrics, per downstream.
-    "hop_requests": Export("wirelab_client_requests_total", (*_PK, "peer", "outcome"), _SERVERS),
-    "hop_duration_bucket": Export(
-        "wirelab_client_request_duration_seconds_bucket", (*_PK, "le"), _SERVERS
-    ),
-    "hop_duration_sum": Export("wirelab_client_request_duration_seconds_sum", _PK, _SERVERS),
+    "hop_requests": _edge("wirelab_client_requests_total", (*_PK, "peer", "outcome")),
+    "hop_duration_bucket": _edge("wirelab_client_request_duration_seconds_bucket", (*_PK, "le")),
+    "hop_duration_sum": _edge("wirelab_client_request_duration_seconds_sum", _PK),
     # Orders each hop service served, per replica (a scrape target per replica; Prometheus only:
     # the hops publish no port).
     "replica_requests": Export(
@@ -161,7 +178,8 @@ def aggregate(samples: Iterable[Sample], names: Iterable[str] | None = None) -> 
     for metric, labels, value in samples:
         for name, export in chosen.items():
             if export.selects(metric, labels):
-                k = key(name, {b: labels.get(b, "") for b in export.by})
+                seen = export.relabel(labels)
+                k = key(name, {b: seen.get(b, "") for b in export.by})
                 if export.agg == "max":
                     snap[k] = max(snap.get(k, value), value)
                 else:

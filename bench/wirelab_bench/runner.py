@@ -10,13 +10,14 @@ from types import FrameType
 from typing import Any
 
 import httpx
+from wirelab.contract import ARM_EDGES, ARMS
 
 from wirelab_bench import environment
 from wirelab_bench.cell import Lab, measure
 from wirelab_bench.health import wait_healthy
 from wirelab_bench.knobs import REPO, Knobs
 from wirelab_bench.network import Network, NetworkUnavailable
-from wirelab_bench.parity import ParityError, check_parity
+from wirelab_bench.parity import ParityError, check_arm_parity, check_parity
 from wirelab_bench.progress import Estimate, Progress, clock
 from wirelab_bench.prom import Prometheus
 from wirelab_bench.results import MANIFEST, new_run_dir, write_json, write_tables
@@ -50,8 +51,9 @@ def _label(c: Cell) -> str:
     return f"{c.protocol} {c.kind} {c.load.label}{size} rep {c.repetition}"
 
 
-def _lab(knobs: Knobs, reasons: dict[str, str], topology: str) -> Lab:
-    """Pick each side's metric source: direct scrapes where they answer, else Prometheus."""
+def _lab(knobs: Knobs, reasons: dict[str, str], topology: str, arms: tuple[str, ...]) -> Lab:
+    """Pick each side's metric source: direct scrapes where they answer, else Prometheus.
+    The AMQP arm's edge is looked for only when ``arms`` (the scenario's) include it."""
     prom = Prometheus(knobs.prometheus_url) if knobs.prometheus_url else None
     if prom is not None and (why := prom.unreachable()):
         reasons["prometheus"] = why
@@ -61,8 +63,12 @@ def _lab(knobs: Knobs, reasons: dict[str, str], topology: str) -> Lab:
     if prom is None:
         reasons["containers"] = "no Prometheus, so no cAdvisor or node-exporter data"
     urls: dict[str, str] = {}
-    for proto, url in (("rest", knobs.rest_metrics_url), ("grpc", knobs.grpc_metrics_url)):
-        why = probe(url, "wirelab_server_info", protocol=proto) if url else "no URL given"
+    edges = {"rest": knobs.rest_metrics_url, "grpc": knobs.grpc_metrics_url}
+    if "amqp" in arms:
+        edges["amqp"] = knobs.amqp_metrics_url
+    for proto, url in edges.items():
+        serves = ARM_EDGES[proto]
+        why = probe(url, "wirelab_server_info", protocol=serves) if url else "no URL given"
         if why is None:
             urls[proto] = url
         else:
@@ -81,11 +87,12 @@ def _lab(knobs: Knobs, reasons: dict[str, str], topology: str) -> Lab:
         topology=topology,
         net_rest_url=knobs.net_rest_url,
         net_grpc_target=knobs.net_grpc_target,
+        amqp_target=knobs.amqp_target,
     )
 
 
 def _server_info(lab: Lab) -> dict[str, dict[str, str]]:
-    """protocol -> the labels of the edge's wirelab_server_info: ``concurrency`` (so runs of the
+    """arm -> the labels of its edge's wirelab_server_info: ``concurrency`` (so runs of the
     two models differ) and ``fanout`` (how it calls its downstreams, which sets the work floor)."""
     found: dict[str, dict[str, str]] = {}
     for proto, url in lab.server_urls.items():
@@ -93,8 +100,9 @@ def _server_info(lab: Lab) -> dict[str, dict[str, str]]:
             if name == "wirelab_server_info":
                 found[proto] = labels
     if lab.prometheus is not None:
-        for labels in lab.prometheus.instant('wirelab_server_info{job=~"rest|grpc"}'):
-            found.setdefault(labels.get("protocol", "?"), labels)
+        # The arm is the edge's job (the AMQP arm's edge serves gRPC: promql.Export).
+        for labels in lab.prometheus.instant(f'wirelab_server_info{{job=~"{"|".join(ARMS)}"}}'):
+            found.setdefault(labels.get("job", "?"), labels)
     return found
 
 
@@ -130,8 +138,9 @@ def run(scenario: Scenario, knobs: Knobs) -> tuple[int, Path]:
     replicas: list[dict[str, Any]] | None = None if scenario.topology == ONE_HOP else []
     code, phase = EXIT_OK, "preflight"
     network: Network | None = None
+    protocols = tuple(dict.fromkeys(p for g in scenario.groups for p in g.protocols))
     try:
-        lab = _lab(knobs, reasons, scenario.topology)
+        lab = _lab(knobs, reasons, scenario.topology, protocols)
         fanout: dict[str, str] = {}
         try:
             info = _server_info(lab)
@@ -139,9 +148,9 @@ def run(scenario: Scenario, knobs: Knobs) -> tuple[int, Path]:
             manifest["fanout"] = fanout = {p: info[p].get("fanout", "") for p in info}
         except (httpx.HTTPError, ValueError, KeyError) as exc:
             manifest["servers"] = {"reason": f"{type(exc).__name__}: {exc}"}
-        protocols = tuple(dict.fromkeys(p for g in scenario.groups for p in g.protocols))
         phase = "topology"
-        wait_healthy(knobs.rest_url, knobs.grpc_target, protocols, knobs.health_timeout_s)
+        healthy = (knobs.rest_url, knobs.grpc_target, protocols, knobs.health_timeout_s)
+        wait_healthy(*healthy, amqp_target=knobs.amqp_target)
         manifest["topology"] = _topology(scenario, lab, protocols, progress)
         if needed := scenario.networks():
             phase = "network"
@@ -155,10 +164,9 @@ def run(scenario: Scenario, knobs: Knobs) -> tuple[int, Path]:
                 progress.message(f"network {cell.group.network}: {applied['description']}")
                 wait_healthy(knobs.net_rest_url, knobs.net_grpc_target, protocols, 30)
             phase = f"{cell.cell_id}: health"
-            wait_healthy(knobs.rest_url, knobs.grpc_target, protocols, knobs.health_timeout_s)
-            if len(protocols) == 2:
-                phase = f"{cell.cell_id}: parity"
-                manifest["parity"] = check_parity(knobs.rest_url, knobs.grpc_target)
+            wait_healthy(*healthy, amqp_target=knobs.amqp_target)
+            phase = f"{cell.cell_id}: parity"
+            manifest["parity"] = _parity(knobs, protocols)
             phase = f"{cell.cell_id}: measure"
 
             def tick(step: str, step_left: float, c: Cell = cell, t0: float = started) -> None:
@@ -210,6 +218,16 @@ def run(scenario: Scenario, knobs: Knobs) -> tuple[int, Path]:
         f" phases), exit {code}: {run_dir}"
     )
     return code, run_dir
+
+
+def _parity(knobs: Knobs, arms: tuple[str, ...]) -> list[str]:
+    """Before every cell: the arms measured give the same answers to the same inputs."""
+    checked = []
+    if {"rest", "grpc"} <= set(arms):
+        checked += check_parity(knobs.rest_url, knobs.grpc_target)
+    if {"grpc", "amqp"} <= set(arms):
+        checked += check_arm_parity(knobs.grpc_target, knobs.amqp_target)
+    return checked
 
 
 def _topology(

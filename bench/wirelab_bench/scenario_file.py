@@ -8,7 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from wirelab.contract import ALL_KINDS, EDGE_PROTOCOLS
+from wirelab.contract import ALL_KINDS, ARMS, EDGE_PROTOCOLS
 
 from wirelab_bench.knobs import NETWORK_PROFILES
 from wirelab_bench.network import DIRECT, NetworkError, load_profiles
@@ -101,7 +101,7 @@ def parse_scenario(data: dict[str, Any], path: Path, networks: Collection[str] =
     if topology not in TOPOLOGIES:
         known = ", ".join(TOPOLOGIES)
         raise ScenarioError(f"{where}: unknown topology {topology!r} (known: {known})")
-    return Scenario(
+    scenario = Scenario(
         name=path.stem,
         description=data.get("description", ""),
         path=path,
@@ -110,6 +110,31 @@ def parse_scenario(data: dict[str, Any], path: Path, networks: Collection[str] =
         gates=_gates(data.get("gates", {}), f"{where}: [gates]"),
         topology=topology,
     )
+    check_arms(scenario)
+    return scenario
+
+
+# The AMQP arm runs in this topology only (topologies/order-chain.yaml, profile amqp).
+AMQP_TOPOLOGY = "order-chain"
+
+
+def check_arms(scenario: Scenario) -> None:
+    """Refuse a scenario whose AMQP cells the lab cannot run as labelled: the arm exists in the
+    order chain only, and Toxiproxy carries no route to it (its cells would run direct while
+    their rows named a network profile)."""
+    for g in scenario.groups:
+        if "amqp" not in g.protocols:
+            continue
+        if scenario.topology != AMQP_TOPOLOGY:
+            raise ScenarioError(
+                f"{scenario.path}: group {g.name}: protocol amqp runs in topology"
+                f" {AMQP_TOPOLOGY} only (this scenario's is {scenario.topology})"
+            )
+        if g.network != DIRECT:
+            raise ScenarioError(
+                f"{scenario.path}: group {g.name}: protocol amqp has no route through Toxiproxy;"
+                f" its cells run with network {DIRECT} only (got {g.network})"
+            )
 
 
 def _check_keys(data: dict[str, Any], allowed: dict[str, Any], where: str) -> None:
@@ -126,7 +151,7 @@ def _group(m: dict[str, Any], at: str, networks: Collection[str]) -> Group:
     if "loads" not in m:
         raise ScenarioError(f"{at}: missing key 'loads' (e.g. loads = [{{users = 10}}])")
     kinds = _choices(m["kinds"], ALL_KINDS, "kinds", at)
-    protocols = _choices(m["protocols"], EDGE_PROTOCOLS, "protocols", at)
+    protocols = _choices(m["protocols"], ARMS, "protocols", at)
     sizes = m["payload_sizes"]
     if not sizes or not all(isinstance(s, int) and s > 0 for s in sizes):
         raise ScenarioError(f"{at}: payload_sizes must be a non-empty list of positive integers")

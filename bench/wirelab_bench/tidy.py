@@ -11,7 +11,7 @@ from wirelab.contract import STREAM_KINDS
 from wirelab_bench.histo import Snapshot, buckets, quantile, total
 from wirelab_bench.network import Profile, describe
 from wirelab_bench.scenario import Cell, Gates
-from wirelab_bench.tidy_hops import floor_columns, hop_columns
+from wirelab_bench.tidy_hops import chain_columns, floor_columns, hop_columns
 from wirelab_bench.topology import ONE_HOP
 
 QUANTILES = {"p50": 0.5, "p95": 0.95, "p99": 0.99, "p999": 0.999}
@@ -107,6 +107,7 @@ def build_row(
         row[f"{side}_ttfm_p50_ms"] = quantile(0.5, ttfm) * 1000
         row[f"{side}_ttfm_p95_ms"] = quantile(0.95, ttfm) * 1000
     row |= _resources(w, server_requests, pk)
+    row |= chain_columns(c, topology, w.containers, server_requests)
     if stream and srv is not None:
         row["messages_per_s"] = _ratio(total(srv, "server_messages_sent", **pk), s)
     elif stream and cli is not None:

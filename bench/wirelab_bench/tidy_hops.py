@@ -6,6 +6,7 @@ import math
 from typing import Any
 
 from wirelab_bench.histo import Snapshot, buckets, quantile, total
+from wirelab_bench.promql import SERVICE_LABEL
 from wirelab_bench.scenario import Cell
 from wirelab_bench.topology import ONE_HOP, work_floor_ms
 
@@ -78,6 +79,35 @@ def hop_columns(cell: Cell, topology: str, edge: Snapshot | None, orders: float)
         "hop_p50_ms": quantile(0.5, cum) * 1000,
         "hop_p99_ms": quantile(0.99, cum) * 1000,
     }
+    return out
+
+
+# The AMQP arm's broker (compose service rabbitmq): its CPU is part of what an order costs there.
+BROKER = "rabbitmq"
+
+
+def chain_columns(
+    cell: Cell, topology: str, containers: Snapshot | None, orders: float
+) -> dict[str, float]:
+    """Container CPU per order the edge served, for the whole arm (``chain_cpu_s_per_request``:
+    the edge, its own hop services, named ``<arm>-*``, and for the AMQP arm the broker) and for
+    the broker alone. A service the arms share (the cluster's lb) is in neither. NaN outside a
+    topology, or when no cAdvisor scrape landed in the window."""
+    out = {"chain_cpu_s_per_request": NAN, "broker_cpu_s_per_request": NAN}
+    if topology == ONE_HOP or containers is None or orders <= 0:
+        return out
+    arm = cell.protocol
+    cpu = {
+        dict(labels).get(SERVICE_LABEL, ""): v
+        for (name, labels), v in containers.items()
+        if name == "container_cpu_seconds"
+    }
+    mine = [v for svc, v in cpu.items() if svc == arm or svc.startswith(f"{arm}-")]
+    broker = cpu.get(BROKER, 0.0) if arm == "amqp" else 0.0
+    if sum(mine) > 0:
+        out["chain_cpu_s_per_request"] = (sum(mine) + broker) / orders
+    if broker > 0:
+        out["broker_cpu_s_per_request"] = broker / orders
     return out
 
 

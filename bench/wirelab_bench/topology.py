@@ -99,10 +99,11 @@ def refusal(scenario: str, topology: str, peers: Peers) -> str | None:
     """Why ``scenario`` must not run on this lab (its figures would be labelled with the wrong
     topology), or None. An edge whose downstreams are unknown is not held against it."""
     want = TOPOLOGIES[topology].downstreams
-    start = f"start it with `make lab TOPOLOGY={topology}`"
     for proto, found in peers.found.items():
         if found is None:
             continue
+        profile = " PROFILES=amqp" if proto == "amqp" else ""
+        start = f"start it with `make lab TOPOLOGY={topology}{profile}`"
         names = ", ".join(found)
         if topology == ONE_HOP and found:
             return (

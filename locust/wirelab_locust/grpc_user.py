@@ -30,7 +30,8 @@ _MAX_MESSAGE = (
 
 
 class GrpcLabUser(LabUserMixin, User):
-    """A Locust user with its own gRPC channel; subclasses declare one @task per kind."""
+    """A Locust user with its own gRPC channel; subclasses declare one @task per kind (an arm
+    measured through a gRPC edge sets ``protocol`` to its own name: Knobs.targets)."""
 
     abstract = True
     protocol = "grpc"
@@ -38,7 +39,7 @@ class GrpcLabUser(LabUserMixin, User):
     def on_start(self) -> None:
         self.setup_lab()
         self.channel = grpc.insecure_channel(
-            self.knobs.grpc_target,
+            self.knobs.targets[self.protocol],
             options=[
                 ("grpc.max_send_message_length", _MAX_MESSAGE),
                 ("grpc.max_receive_message_length", _MAX_MESSAGE),

@@ -5,14 +5,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from wirelab.contract import EDGE_PROTOCOLS, KINDS_BY_PROTOCOL, peer_of
+from wirelab.contract import ARMS, KINDS_BY_PROTOCOL, peer_of
 
 # (flag, type, default, help, shown in the web UI). Shape and exporter options are fixed per
 # process, so they stay off the web form; everything that shapes a request can change per swarm.
 OPTIONS: tuple[tuple[str, type, Any, str, bool], ...] = (
     ("rest-host", str, "", "REST base URL (default: --host, else http://127.0.0.1:8000)", True),
     ("grpc-target", str, "127.0.0.1:50051", "gRPC target host:port", True),
-    ("protocols", str, "rest,grpc", "protocols to run: rest, grpc or both (comma separated)", True),
+    ("amqp-target", str, "127.0.0.1:50052",
+     "the order chain's AMQP arm: its gRPC edge, host:port (docs/broker.md)", True),
+    ("protocols", str, "rest,grpc",
+     "arms to run, comma separated: rest, grpc, amqp (the order chain's AMQP arm, unary only)",
+     True),
     ("mix", str, "unary=10,server_stream=2,bidi=2,upload=1,upload_chunked=1,upload_json=1,"
      "download=1,download_chunked=1,download_json=1",
      "task weights per kind, kind=weight comma separated; 0 or missing disables a kind", True),
@@ -79,9 +83,9 @@ def parse_mix(text: str, protocol: str) -> dict[str, int]:
 
 def parse_protocols(text: str) -> tuple[str, ...]:
     chosen = tuple(p.strip() for p in text.split(",") if p.strip())
-    unknown = set(chosen) - set(EDGE_PROTOCOLS)
+    unknown = set(chosen) - set(ARMS)
     if unknown or not chosen:
-        raise ValueError(f"--protocols: expected rest and/or grpc, got {text!r}")
+        raise ValueError(f"--protocols: expected some of {', '.join(ARMS)}, got {text!r}")
     return chosen
 
 
@@ -96,6 +100,7 @@ class Knobs:
 
     rest_host: str
     grpc_target: str
+    amqp_target: str
     work_ms: int
     count_words: bool
     note_words: int
@@ -113,13 +118,19 @@ class Knobs:
     @property
     def peers(self) -> dict[str, str]:
         """The ``peer`` label of each protocol's calls: the host name of the service called."""
-        return {"rest": peer_of(self.rest_host), "grpc": peer_of(self.grpc_target)}
+        return {"rest": peer_of(self.rest_host), **{p: peer_of(t) for p, t in self.targets.items()}}
+
+    @property
+    def targets(self) -> dict[str, str]:
+        """The gRPC target each gRPC-speaking arm calls: the gRPC edge, or the AMQP arm's."""
+        return {"grpc": self.grpc_target, "amqp": self.amqp_target}
 
     @classmethod
     def from_options(cls, options: Any, host: str | None) -> Knobs:
         return cls(
             rest_host=(options.rest_host or host or "http://127.0.0.1:8000").rstrip("/"),
             grpc_target=options.grpc_target,
+            amqp_target=options.amqp_target,
             work_ms=int(options.work_ms),
             count_words=_flag(options.count_words),
             note_words=int(options.note_words),

@@ -12,6 +12,7 @@ from gevent.pywsgi import WSGIServer
 from locust.exception import RPCError
 from locust.runners import MasterRunner, WorkerRunner
 from prometheus_client import CollectorRegistry, make_wsgi_app
+from wirelab.contract import EDGE_PROTOCOLS
 
 from locust import LoadTestShape, events
 from wirelab_locust import options, shapes
@@ -61,7 +62,11 @@ def _on_init(environment: Any, runner: Any, web_ui: Any = None, **_: Any) -> Non
             OBSERVATIONS.merge(data.get(_REPORT_KEY, []))
 
         environment.events.worker_report.add_listener(merge)
-    OBSERVATIONS.preinitialise(Knobs.from_options(parsed, environment.host).peers)
+    # Zero series for the edges every lab has, and for an arm only when it was chosen: a lab
+    # without the AMQP arm shows no amqp series.
+    peers = Knobs.from_options(parsed, environment.host).peers
+    shown = {*EDGE_PROTOCOLS, *options.parse_protocols(parsed.protocols)}
+    OBSERVATIONS.preinitialise({p: peer for p, peer in peers.items() if p in shown})
     if parsed.metrics_port:
         serve_metrics(runner, parsed.metrics_bind, parsed.metrics_port)
     gevent.spawn(_watch_cpu, runner)

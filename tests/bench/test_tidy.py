@@ -77,10 +77,11 @@ def test_client_side_preferred_for_rates_and_p99_gate(tmp_path: Path) -> None:
 def test_export_queries_are_the_exports() -> None:
     assert set(EXPORT_QUERIES) == set(EXPORTS)
     assert EXPORT_QUERIES["server_cpu_seconds"] == (
-        'sum by (job) (process_cpu_seconds_total{job=~"rest|grpc"})'
+        'sum by (job) (process_cpu_seconds_total{job=~"rest|grpc|amqp"})'
     )
     assert EXPORT_QUERIES["server_requests"] == (
-        'sum by (protocol, kind, outcome) (wirelab_server_requests_total{job=~"rest|grpc"})'
+        "sum by (protocol, kind, outcome) (label_replace(wirelab_server_requests_total"
+        '{job=~"rest|grpc|amqp"}, "protocol", "$1", "job", "(.+)"))'
     )
     assert EXPORT_QUERIES["client_requests"] == (
         'sum by (protocol, kind, outcome) (wirelab_client_requests_total{job="locust"})'

@@ -163,3 +163,9 @@ def test_the_offline_stand_in_is_debians_broker_with_both_plugins_in_the_foregro
     assert lines[-1] == 'CMD ["rabbitmq-server"]'
     users = [line.split()[1] for line in lines if line.startswith("USER ")]
     assert users == ["rabbitmq"]
+
+
+def test_the_broker_gets_one_core_like_each_service_under_test() -> None:
+    services = compose_config("amqp")["services"]
+    assert float(broker()["cpus"]) == float(services["grpc"]["cpus"]) == 1.0
+    assert float(broker(WIRELAB_RABBITMQ_CPUS="0.5")["cpus"]) == 0.5

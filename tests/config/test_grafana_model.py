@@ -39,7 +39,7 @@ def test_grafana_12_migrations_leave_the_dashboards_as_checked() -> None:
             assert "formatTime" not in {t["id"] for t in panel.get("transformations", [])}
 
 
-_OVERRIDE: list[str | int] = ["fieldConfig", "overrides", 2, "properties", 0]
+_OVERRIDE: list[str | int] = ["fieldConfig", "overrides", 3, "properties", 0]
 # Mistakes Grafana would load without a word, ignoring the field or the panel. Each sets one value
 # in rest-vs-grpc.json: (the first panel of this type, or None for the dashboard; the keys down to
 # the value; the value; the one path the check must blame, after the panel's path).
@@ -60,11 +60,11 @@ MISTAKES: dict[str, tuple[str | None, list[str | int], object, str]] = {
     ),
     "misspelt override id": (
         "timeseries", [*_OVERRIDE, "id"], "custom.lineStlye",
-        ".fieldConfig.overrides[2].properties[0] as $.fieldConfig.defaults.custom.lineStlye",
+        ".fieldConfig.overrides[3].properties[0] as $.fieldConfig.defaults.custom.lineStlye",
     ),
     "wrong override value": (
         "timeseries", [*_OVERRIDE, "value", "fill"], "dashed",
-        ".fieldConfig.overrides[2].properties[0] as $.field_config.defaults.custom.line_style.fill",
+        ".fieldConfig.overrides[3].properties[0] as $.field_config.defaults.custom.line_style.fill",
     ),
     "heatmap colour mode": ("heatmap", ["options", "color", "mode"], "x", ".options.color.mode"),
     "stat colour mode": ("stat", ["options", "colorMode"], "backgroud", ".options.color_mode"),

@@ -1,10 +1,12 @@
 """The order chain's AMQP arm booted (order-chain with the amqp profile; docs/broker.md): orders
 through a gRPC edge and RabbitMQ to three queue consumers, counted alike hop by hop; malformed
 messages dead-lettered and counted while the consumer goes on; nothing lost when the broker's
-process is killed mid-run; a consumer started while the broker is down is not ready, then serves."""
+process is killed mid-run; a consumer started while the broker is down is not ready, then serves;
+`make bench` measures the arm beside the gRPC arm and `make report` reads the run."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import time
 from collections import Counter
@@ -12,8 +14,10 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
+from pathlib import Path
 
 import grpc
+import pandas as pd
 import pika
 import pytest
 from wirelab.amqp import wire
@@ -21,13 +25,17 @@ from wirelab.v1 import wirelab_pb2 as pb
 from wirelab.v1 import wirelab_pb2_grpc as pb_grpc
 
 from tests.config.queries import all_queries
+from tests.e2e.bench_run import make, new_run
 from tests.e2e.lab import Lab, healthy, profile_lab, wait_for
 from tests.e2e.prom import Prometheus
 
 pytestmark = pytest.mark.topology
 
 QUEUES = ("amqp-product", "amqp-customer", "amqp-shipping")
-SERVICES = ["rabbitmq", *QUEUES, "amqp", "prometheus"]
+# The gRPC arm beside it: the runner measures both, and their edges (both gRPC servers) must stay
+# apart in every figure.
+GRPC_ARM = ["grpc", "grpc-product", "grpc-customer", "grpc-shipping"]
+SERVICES = ["rabbitmq", *QUEUES, "amqp", *GRPC_ARM, "prometheus"]
 ORDERS = 60  # a few seconds of orders, bounded by count
 WORK_MS = 5
 CALL_TIMEOUT = 10.0
@@ -152,6 +160,56 @@ def test_the_amqp_arms_queries_return_data(arm: Arm) -> None:
         wait_for("every AMQP arm query to return data", all_have_data, timeout=60, every=5)
     except AssertionError:
         pytest.fail("queries without data:\n" + "\n".join(missing))
+
+
+def test_bench_measures_the_amqp_arm_beside_the_grpc_arm_and_the_report_reads_it(
+    arm: Arm, tmp_path: Path
+) -> None:
+    """`make bench` with a seconds-long order-chain scenario over the gRPC and AMQP arms, from the
+    host: parity through both edges, each row counted from its own edge (the two gRPC servers'
+    series kept apart), three queue calls per AMQP order; then `make report` without an error."""
+    scenario = tmp_path / "order-chain-arms.toml"
+    scenario.write_text(
+        f'topology = "order-chain"\nprotocols = ["grpc", "amqp"]\nkinds = ["unary"]\n'
+        f'work_ms = {WORK_MS}\nloads = [{{ users = 2, label = "smoke" }}]\n'
+        "warmup_s = 0.5\nduration_s = 3\ncooldown_s = 0\n"
+    )
+    lab = arm.lab
+    env = {
+        **lab.env,
+        "WIRELAB_BENCH_GRPC_TARGET": lab.url("grpc", 50051).removeprefix("http://"),
+        "WIRELAB_BENCH_GRPC_METRICS_URL": lab.url("grpc", 9100) + "/metrics",
+        "WIRELAB_BENCH_AMQP_TARGET": arm.edge,
+        "WIRELAB_BENCH_AMQP_METRICS_URL": lab.url("amqp", 9100) + "/metrics",
+        "WIRELAB_BENCH_PROMETHEUS_URL": lab.url("prometheus", 9090),
+        "WIRELAB_BENCH_REST_METRICS_URL": "",
+        "WIRELAB_BENCH_RESULTS_DIR": str(lab.results),
+        "WIRELAB_BENCH_COMPOSE_PROJECT": lab.project,
+        "WIRELAB_REPORT_OUTPUT": str(tmp_path),
+    }
+    before = set(lab.results.iterdir())
+    done = make("bench", env, 600, f"SCENARIO={scenario}")
+    assert done.returncode == 0, f"make bench exited {done.returncode}:\n{done.stderr[-4000:]}"
+    run_dir, manifest = new_run(lab.results, before)
+    assert manifest["status"] == "complete", manifest
+    assert "unary (amqp)" in manifest["parity"], manifest["parity"]
+    assert len(manifest["topology"]["peers"]["amqp"]) == len(QUEUES), manifest["topology"]
+    tidy = pd.read_csv(run_dir / "tidy.csv")
+    assert set(tidy["protocol"]) == {"grpc", "amqp"}
+    assert (tidy["errors"] == 0).all(), tidy.to_string()
+    for _, row in tidy.iterrows():
+        # Each edge served about what Locust sent it (window edges split a call or two), not
+        # the sum of both arms' orders.
+        served = row["server_requests_per_s"] * row["window_s"]
+        assert served == pytest.approx(row["requests"], rel=0.15, abs=3), row.to_dict()
+        assert row["hop_calls_per_order"] == pytest.approx(3, rel=0.15), row.to_dict()
+        assert row["server_source"] == "scrape", row.to_dict()
+    report = make("report", env, 600, f"RUN={run_dir}")
+    assert report.returncode == 0, f"make report failed:\n{report.stderr[-4000:]}"
+    notebook = json.loads((tmp_path / "report.ipynb").read_text())
+    errors = [o for c in notebook["cells"] for o in c.get("outputs", [])
+              if o.get("output_type") == "error"]  # fmt: skip
+    assert not errors, errors
 
 
 def test_malformed_messages_are_dead_lettered_and_counted_and_the_consumer_goes_on(

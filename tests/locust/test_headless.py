@@ -117,3 +117,25 @@ def test_named_shape_drives_the_run_and_ends_it(services: Services, locust_run: 
     assert counts[("rest", "unary")] > 0 and counts[("grpc", "unary")] > 0
     assert "load shape order-chain-low" in run.log()
     assert get(run.url("/")) != b""
+
+
+def test_the_amqp_arms_user_calls_its_own_target_and_labels_its_calls_amqp(
+    services: Services, locust_run: LocustRun
+) -> None:
+    """`--protocols amqp` runs only AmqpUser, against --amqp-target (here the plain gRPC service:
+    the arm's edge is a gRPC server too), and every call and zero series says protocol amqp."""
+    run = locust_run.start(
+        services,
+        *("-u", "2", "-r", "2", "-t", "3s", "--protocols", "amqp"),
+        *("--amqp-target", services.grpc, "--grpc-target", "127.0.0.1:9"),
+    )
+    run.wait_stopped()
+    counts = assert_metrics_match_locust(run)
+    assert set(counts) == {("amqp", "unary")} and counts[("amqp", "unary")] > 0
+    assert all(int(r["Failure Count"]) == 0 for r in run.stats_rows()), run.stats_rows()
+    outcomes = {
+        dict(labels)["outcome"]
+        for name, labels in run.metrics()
+        if name == "wirelab_client_requests_total" and dict(labels)["protocol"] == "amqp"
+    }
+    assert {"ok", "server_error"} <= outcomes  # pre-initialised once the arm is chosen

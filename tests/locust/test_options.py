@@ -22,6 +22,7 @@ def test_mix_refuses_typos_and_negative_weights(text: str) -> None:
 
 def test_protocols() -> None:
     assert parse_protocols("grpc, rest") == ("grpc", "rest")
+    assert parse_protocols("amqp") == ("amqp",)  # the order chain's AMQP arm
     for bad in ("", "soap", "rest,http"):
         with pytest.raises(ValueError):
             parse_protocols(bad)
@@ -33,6 +34,8 @@ def test_knobs_from_defaults_use_the_host_and_parse_flags() -> None:
     knobs = Knobs.from_options(options, "http://rest:8000/")
     assert knobs.rest_host == "http://rest:8000"
     assert knobs.grpc_target == "127.0.0.1:50051"
+    assert knobs.targets == {"grpc": "127.0.0.1:50051", "amqp": "127.0.0.1:50052"}
+    assert knobs.peers == {"rest": "rest", "grpc": "127.0.0.1", "amqp": "127.0.0.1"}
     assert knobs.count_words is True
     assert (
         Knobs.from_options(SimpleNamespace(**defaults), None).rest_host == "http://127.0.0.1:8000"

@@ -51,6 +51,10 @@ _DATA: dict[str, Any] = json.loads(files(__package__).joinpath("metrics.json").r
 PROTOCOLS: tuple[str, ...] = tuple(_DATA["protocols"])
 # The protocols a load generator calls: the edge services' (amqp only runs between services).
 EDGE_PROTOCOLS: tuple[str, ...] = tuple(_DATA["edge_protocols"])
+# What a load generator can measure (its calls' protocol label), and the protocol each arm's edge
+# serves: amqp is measured through a gRPC edge whose downstreams are queues (docs/broker.md).
+ARM_EDGES: dict[str, str] = dict(_DATA["arms"])
+ARMS: tuple[str, ...] = tuple(ARM_EDGES)
 KINDS_BY_PROTOCOL: dict[str, tuple[str, ...]] = {p: tuple(_DATA["kinds"][p]) for p in PROTOCOLS}
 # Every kind once, in the order REST lists them (REST has every kind).
 ALL_KINDS: tuple[str, ...] = tuple(
