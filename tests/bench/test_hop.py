@@ -1,10 +1,13 @@
 """The hop benchmark's arithmetic: arm order, paired differences, CPU per call, vegeta's report,
-and the guard that refuses an arm that did not get the offered load."""
+the guard that refuses an arm that did not get the offered load, and the balancing comparison's
+spread check and DNS answers."""
 
 from __future__ import annotations
 
 import itertools
 import os
+import socket
+import struct
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -15,9 +18,11 @@ from wirelab_bench.loadtools import Load
 from wirelab_bench.perf import hop
 from wirelab_bench.perf.hopstats import (
     ARMS,
+    BALANCE_ARMS,
     BARE,
     DIRECT,
     NGINX,
+    ROUND_ROBIN,
     WIRELAB,
     ArmRun,
     Round,
@@ -25,25 +30,78 @@ from wirelab_bench.perf.hopstats import (
     arm_order,
     p50,
     relay_cpu,
+    spread_problem,
 )
+from wirelab_bench.perf.replicas import ROUND_ROBIN_CONFIG, dns_server, served
 from wirelab_bench.perf.vegeta import parse_vegeta
 from wirelab_bench.svcprocs import Service
 
 
 def _run(p50_ms: float, relay_cpu_s: float = 0.0, ok: int = 100) -> ArmRun:
-    return ArmRun(Load(1.0, Counter({"200": ok}), p50_ms, 2 * p50_ms), relay_cpu_s, 0.1)
+    return ArmRun(Load(1.0, Counter({"200": ok}), p50_ms, 2 * p50_ms), relay_cpu_s, 0.1, 0.2)
 
 
-def test_every_arm_runs_in_every_position_and_after_every_other_arm_equally_often() -> None:
-    n = len(ARMS)
+@pytest.mark.parametrize("arms", [ARMS, BALANCE_ARMS["grpc"], BALANCE_ARMS["rest"]])
+def test_every_arm_runs_in_every_position_and_after_every_other_arm_equally_often(
+    arms: tuple[str, ...],
+) -> None:
+    n = len(arms)
+    cycle = n if n % 2 == 0 else 2 * n  # an odd number of arms needs the mirrored orders too
     for start in (0, 7):
-        orders = [arm_order(r) for r in range(start, start + n)]
+        orders = [arm_order(r, arms) for r in range(start, start + cycle)]
         for position in range(n):
-            assert Counter(o[position] for o in orders) == dict.fromkeys(ARMS, 1)
-        assert all(sorted(o) == sorted(ARMS) for o in orders)
+            assert Counter(o[position] for o in orders) == dict.fromkeys(arms, cycle // n)
+        assert all(sorted(o) == sorted(arms) for o in orders)
         assert all(a != b for a, b in itertools.pairwise(orders))
         follows = Counter(pair for o in orders for pair in itertools.pairwise(o))
-        assert set(follows.values()) == {1} and len(follows) == n * (n - 1)
+        assert set(follows.values()) == {cycle // n} and len(follows) == n * (n - 1)
+
+
+def test_the_hop_comparison_keeps_its_four_arm_orders() -> None:
+    assert arm_order(0) == (DIRECT, WIRELAB, NGINX, BARE) == arm_order(4)
+
+
+@pytest.mark.parametrize(
+    ("arm", "served", "why"),
+    [
+        (DIRECT, [300, 0, 0], ""),
+        (DIRECT, [299, 1, 0], "direct: the Bs served [299, 1, 0] calls"),
+        (DIRECT, [0, 0, 0], "direct: the Bs served [0, 0, 0] calls"),
+        (ROUND_ROBIN, [100, 101, 99], ""),
+        (NGINX, [60, 120, 120], ""),
+        (NGINX, [300, 0, 0], "nginx: the Bs served [300, 0, 0] calls"),
+        (ROUND_ROBIN, [150, 150, 0], "round-robin: the Bs served [150, 150, 0] calls"),
+        (NGINX, [49, 125, 126], "nginx: the Bs served [49, 125, 126] calls"),
+    ],
+)
+def test_a_balancing_arm_must_reach_every_b_and_direct_only_the_first(
+    arm: str, served: list[int], why: str
+) -> None:
+    assert spread_problem(arm, served) == why
+
+
+def _ask(server: str, qtype: int) -> bytes:
+    """A query for the replicas' name (dns://host:port/name), as Go's resolver sends it."""
+    host, port = server.removeprefix("dns://").split("/")[0].split(":")
+    name = b"".join(bytes([len(label)]) + label for label in b"replicas.wirelab.test".split(b"."))
+    query = struct.pack("!HHHHHH", 0x1234, 0x0100, 1, 0, 0, 0) + name + b"\0"
+    query += struct.pack("!HH", qtype, 1)
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        sock.settimeout(5)
+        sock.sendto(query, (host, int(port)))
+        answer = sock.recv(512)
+    assert answer[: 12 + len(name) + 5][12:] == query[12:]  # the question, echoed
+    return answer
+
+
+def test_the_dns_server_names_every_replica_and_publishes_round_robin() -> None:
+    with dns_server(("127.0.0.1", "127.0.0.2", "127.0.0.3")) as target:
+        a, txt, aaaa = (_ask(target, qtype) for qtype in (1, 16, 28))
+    ident, flags, _, count, _, _ = struct.unpack("!HHHHHH", a[:12])
+    assert ident == 0x1234 and flags & 0x8400 == 0x8400 and count == 3  # an authoritative answer
+    assert a.endswith(bytes([127, 0, 0, 3])) and bytes([127, 0, 0, 2]) in a
+    assert txt.endswith(bytes([len(ROUND_ROBIN_CONFIG)]) + ROUND_ROBIN_CONFIG)
+    assert struct.unpack("!H", aaaa[6:8]) == (0,)  # no IPv6 addresses
 
 
 def test_added_pairs_each_round_with_its_own_direct_run() -> None:
@@ -78,9 +136,11 @@ def test_parse_vegeta_reads_statuses_and_nanosecond_latencies() -> None:
     assert load.errors == {"0": 2, "503": 1}
 
 
-def _procs() -> dict[str, Service]:
+def _setup() -> hop.Setup:
     me = psutil.Process(os.getpid())
-    return {arm: Service("rest", f"http://127.0.0.1:1/{arm}", me, "") for arm in ARMS}
+    relays = {arm: Service("rest", f"http://127.0.0.1:1/{arm}", me, "") for arm in ARMS[1:]}
+    b = Service("rest", "http://127.0.0.1:1/b", me, "")
+    return hop.Setup({arm: f"http://127.0.0.1:1/{arm}" for arm in ARMS}, relays, (b,))
 
 
 def _offer(codes: dict[str, int]) -> Callable[[str, int], Load]:
@@ -88,9 +148,9 @@ def _offer(codes: dict[str, int]) -> Callable[[str, int], Load]:
 
 
 def test_an_arm_that_kept_the_rate_is_measured() -> None:
-    run = hop.run_arm(_offer({"200": 299}), _procs(), WIRELAB, 3, 100)
+    run = hop.run_arm(_offer({"200": 299}), _setup(), WIRELAB, 3, 100)
     assert run.load.ok == 299
-    assert run.relay_cpu >= 0
+    assert run.relay_cpu >= 0 and run.client_cpu >= 0
 
 
 @pytest.mark.parametrize(
@@ -101,7 +161,7 @@ def test_an_arm_short_of_the_offered_load_or_with_errors_is_refused(
     codes: dict[str, int], why: str
 ) -> None:
     with pytest.raises(RuntimeError, match=why):
-        hop.run_arm(_offer(codes), _procs(), BARE, 3, 100)
+        hop.run_arm(_offer(codes), _setup(), BARE, 3, 100)
 
 
 @pytest.mark.integration
@@ -109,9 +169,9 @@ def test_an_arm_short_of_the_offered_load_or_with_errors_is_refused(
 def test_every_relay_answers_as_b_does_and_nginx_counts_its_worker(protocol: str) -> None:
     """The benchmark's process set on loopback: B, wirelab's relay, the bare relay and nginx as
     the cluster's load balancer, each answering B's reply (process_set checks it)."""
-    with hop.process_set(protocol, "on") as procs:
-        assert set(procs) == set(ARMS)
-        nginx = procs[NGINX]
+    with hop.process_set(protocol, "on") as setup:
+        assert set(setup.targets) == set(ARMS)
+        nginx = setup.relays[NGINX]
         before = nginx.cpu_seconds()
         # The master only waits; the calls cost its worker, a child. CPU time moves in clock
         # ticks (10 ms), which 50 small calls may not fill: calls go on until one is counted,
@@ -121,3 +181,19 @@ def test_every_relay_answers_as_b_does_and_nginx_counts_its_worker(protocol: str
             for _ in range(50):
                 hop.answer(protocol, nginx.address)
         assert nginx.process.children() and nginx.cpu_seconds() > before
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("protocol", ["rest", "grpc"])
+def test_nginx_spreads_orders_over_the_three_bs_and_direct_reaches_the_first(protocol: str) -> None:
+    """The balancing comparison's process set on loopback: three Bs on one port of three
+    addresses, nginx balancing over them; their counters show where the calls went."""
+    with hop.balance_set(protocol, "on") as setup:
+        assert set(setup.targets) == set(BALANCE_ARMS[protocol]) and len(setup.bs) == 3
+        assert len({b.address.rsplit(":", 1)[1] for b in setup.bs}) == 1
+        for arm in (NGINX, DIRECT):
+            before = [served(b) for b in setup.bs]
+            for _ in range(30):
+                hop.answer(protocol, setup.targets[arm])
+            spread = [served(b) - n for b, n in zip(setup.bs, before, strict=True)]
+            assert sum(spread) == 30 and spread_problem(arm, spread) == ""

@@ -6,27 +6,42 @@ WIRELAB_DOWNSTREAM=B and WIRELAB_LOCAL_WORK=off (a pure relay answering with B's
 it calls the bare relay of wirelab_bench.perf.barerelay, the transport's own cost of a hop;
 nginx, it calls nginx proxying to B as the cluster topology's load balancer does (HTTP/1.1
 keep-alive upstream, grpc_pass). Client-side balancing (gRPC's round_robin) puts no process
-between client and B: its hop is the direct arm. Every arm is offered the same fixed rate, open
-loop (vegeta for REST, ghz --rps for gRPC), so latencies are compared at one load rather than at
-each arm's own saturation. B and the relays share the server CPU, the load tool has the other.
+between client and B: its hop is the direct arm (its picker: --compare balance, below). Every
+arm is offered the same fixed rate, open loop (vegeta for REST, ghz --rps for gRPC), so
+latencies are compared at one load rather than at each arm's own saturation. B and the relays
+share the server CPU, the load tool has the other.
 Each round runs every arm once, in a balanced order that changes from round to round, against
 the same processes; fresh processes every few rounds. Printed per protocol: the hop's added
 median and p99 latency (each round's via-relay figure minus that round's direct one) and the
-relay's CPU per call (psutil, children included), each the median of the rounds with its 95 %
-interval, and then what wirelab's hop adds over the bare one.
+relay's CPU per call (psutil, children included) and the load tool's (this process's
+finished children's), each the median of the rounds with its 95 % interval, and then what
+wirelab's hop adds over the bare one.
+
+--compare balance measures load balancing instead, over three Bs (the cluster topology's
+replicas, on one port of 127.0.0.1-3) sharing the server CPU: direct, the load tool calls the
+first; round-robin (gRPC only), ghz balances over all three itself, grpc-go's round_robin over
+the addresses a name resolves to (wirelab_bench.perf.replicas), so no process is in the path
+and the picker's cost shows in the latency and the load tool's CPU; nginx, it calls nginx
+balancing over the three (the cluster's lb, an upstream of three servers). The lab's REST
+callers do no client-side balancing: REST gets direct and nginx only. The same rate, rounds and
+order; each B's request counter, read before and after every arm, must show the calls spread
+over all three (direct: the first only) or the run stops. Printed as above: each arm over
+direct, and nginx over round-robin.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -43,20 +58,25 @@ from wirelab_bench.loadtools import Load, ghz
 from wirelab_bench.overhead import ORDER, REPO, find_ghz, pair_rounds
 from wirelab_bench.perf.hopstats import (
     ARMS,
+    BALANCE_ARMS,
     BARE,
     DIRECT,
     NGINX,
+    ROUND_ROBIN,
     WIRELAB,
     ArmRun,
     Round,
     added,
     arm_order,
+    client_cpu,
     downstream_cpu,
     figure,
     p50,
     p99,
     relay_cpu,
+    spread_problem,
 )
+from wirelab_bench.perf.replicas import dns_server, replicas, served
 from wirelab_bench.perf.vegeta import find_vegeta, vegeta
 from wirelab_bench.results import new_run_dir, write_json
 from wirelab_bench.svcprocs import CLIENT_CPU, SERVER_CPU, Service, running, service
@@ -72,18 +92,21 @@ KNOBS: tuple[Knob, ...] = (
     # 10 rounds: the 95 % interval of the median runs from the 2nd to the 9th value. About two
     # minutes per protocol with the defaults.
     ("rounds", int, 10, "measured rounds per protocol; each round runs every arm once"),
-    ("sets", int, 3, "fresh process sets (B, A, bare relay) per protocol, the rounds split"),
+    ("sets", int, 3, "fresh process sets (every B and relay) per protocol, the rounds split"),
     ("protocols", str, "rest,grpc", "comma-separated protocols to measure"),
+    ("compare", str, "hop", "hop: one relay hop's four arms; balance: balancing over three Bs"),
     ("metrics", str, "on", "WIRELAB_METRICS of B and A (on: as the lab runs them)"),
     ("ghz", str, "", "path of the ghz binary (default: PATH, then ~/go/bin/ghz)"),
     ("vegeta", str, "", "path of the vegeta binary (default: PATH, then ~/go/bin/vegeta)"),
-    ("results", str, str(REPO / "results"), "folder that gets this run's <UTC time>_hop/"),
+    ("results", str, str(REPO / "results"), "folder for this run's <UTC time>_hop[-balance]/"),
 )
 # ghz's workers take the --rps ticks; far more than the calls in flight at this rate (one or
 # two), so a tick never waits for a free worker.
 GHZ_WORKERS = 16
 # An arm that completes fewer calls than offered did not get the load the others got.
 KEPT = 0.97
+# The cluster topology's replicas of B.
+REPLICAS = 3
 
 Offer = Callable[[str, int], Load]
 
@@ -139,7 +162,7 @@ http {{
 }}
 """
 NGINX_REST = """
-    upstream b {{ server {b}; keepalive 64; }}
+    upstream b {{ {servers} keepalive 64; }}
     server {{
         listen 127.0.0.1:{port};
         location / {{
@@ -152,7 +175,7 @@ NGINX_REST = """
     }}
 """
 NGINX_GRPC = """
-    upstream b {{ server {b}; keepalive 64; }}
+    upstream b {{ {servers} keepalive 64; }}
     server {{
         listen 127.0.0.1:{port} http2;
         location / {{ grpc_pass grpc://b; }}
@@ -171,12 +194,13 @@ def nginx_binary() -> str:
 
 
 @contextmanager
-def nginx_relay(protocol: str, cpu: int, downstream: str) -> Iterator[Service]:
-    """nginx in front of B as the cluster topology's lb runs it: HTTP/1.1 keep-alive upstream
-    for REST, grpc_pass over HTTP/2 for gRPC; its worker's CPU counts (Service.cpu_seconds)."""
+def nginx_relay(protocol: str, cpu: int, downstreams: Sequence[str]) -> Iterator[Service]:
+    """nginx in front of the Bs as the cluster topology's lb runs it: round robin over them,
+    HTTP/1.1 keep-alive upstream for REST, grpc_pass over HTTP/2 for gRPC; its worker's CPU
+    counts (Service.cpu_seconds)."""
     port = free_port()
-    b = downstream.removeprefix("http://")
-    server = (NGINX_REST if protocol == "rest" else NGINX_GRPC).format(b=b, port=port)
+    servers = "".join(f"server {b.removeprefix('http://')}; " for b in downstreams)
+    server = (NGINX_REST if protocol == "rest" else NGINX_GRPC).format(servers=servers, port=port)
     address = f"http://127.0.0.1:{port}" if protocol == "rest" else f"127.0.0.1:{port}"
     with tempfile.TemporaryDirectory() as prefix:
         (Path(prefix) / "tmp").mkdir()
@@ -187,25 +211,54 @@ def nginx_relay(protocol: str, cpu: int, downstream: str) -> Iterator[Service]:
             yield Service(protocol, address, process, metrics_url="")
 
 
+@dataclass(frozen=True)
+class Setup:
+    """One set of processes: by arm, what the load tool calls and the relay it calls (none on
+    the direct and round-robin arms); and the Bs behind them, the first the direct arm's."""
+
+    targets: dict[str, str]
+    relays: dict[str, Service]
+    bs: tuple[Service, ...]
+
+
+def answering_as_b(protocol: str, setup: Setup) -> Setup:
+    """``setup``, once every relay has answered the order as B does."""
+    expected = answer(protocol, setup.bs[0].address)
+    for arm, relay in setup.relays.items():
+        got = answer(protocol, relay.address)
+        if got != expected:
+            raise RuntimeError(f"{arm} relay answers {got}, B answers {expected}")
+    return setup
+
+
 @contextmanager
-def process_set(protocol: str, metrics: str) -> Iterator[dict[str, Service]]:
-    """B, and the two relays in front of it, by arm; each answers the order as B does."""
+def process_set(protocol: str, metrics: str) -> Iterator[Setup]:
+    """B, and the three relays in front of it."""
     with ExitStack() as stack:
         b = stack.enter_context(service(protocol, SERVER_CPU, ("--metrics", metrics)))
         downstream = b.address if protocol == "rest" else f"grpc://{b.address}"
         relay = ("--metrics", metrics, "--downstream", downstream, "--local-work", "off")
-        procs = {
-            DIRECT: b,
+        relays = {
             WIRELAB: stack.enter_context(service(protocol, SERVER_CPU, relay)),
             BARE: stack.enter_context(bare_relay(protocol, SERVER_CPU, downstream)),
-            NGINX: stack.enter_context(nginx_relay(protocol, SERVER_CPU, b.address)),
+            NGINX: stack.enter_context(nginx_relay(protocol, SERVER_CPU, [b.address])),
         }
-        expected = answer(protocol, b.address)
-        for arm in (WIRELAB, BARE, NGINX):
-            got = answer(protocol, procs[arm].address)
-            if got != expected:
-                raise RuntimeError(f"{arm} relay answers {got}, B answers {expected}")
-        yield procs
+        targets = {DIRECT: b.address} | {arm: r.address for arm, r in relays.items()}
+        yield answering_as_b(protocol, Setup(targets, relays, (b,)))
+
+
+@contextmanager
+def balance_set(protocol: str, metrics: str) -> Iterator[Setup]:
+    """REPLICAS Bs, nginx balancing over them and, for gRPC, the name ghz balances over."""
+    with ExitStack() as stack:
+        bs = stack.enter_context(replicas(protocol, SERVER_CPU, REPLICAS, metrics))
+        nginx = stack.enter_context(nginx_relay(protocol, SERVER_CPU, [b.address for b in bs]))
+        targets = {DIRECT: bs[0].address, NGINX: nginx.address}
+        if protocol == "grpc":
+            hosts = tuple(b.address.rsplit(":", 1)[0] for b in bs)
+            name = stack.enter_context(dns_server(hosts))
+            targets[ROUND_ROBIN] = f"{name}:{bs[0].address.rsplit(':', 1)[1]}"
+        yield answering_as_b(protocol, Setup(targets, {NGINX: nginx}, bs))
 
 
 def offer_for(protocol: str, rate: int, ghz_path: str, vegeta_path: str) -> Offer:
@@ -216,15 +269,31 @@ def offer_for(protocol: str, rate: int, ghz_path: str, vegeta_path: str) -> Offe
     return lambda address, seconds: ghz(binary, address, GHZ_WORKERS, seconds, rps=rate)
 
 
-def run_arm(offer: Offer, procs: dict[str, Service], arm: str, seconds: int, rate: int) -> ArmRun:
-    """The fixed load on one arm; the CPU its relay (none when direct) and B spent meanwhile."""
-    b, relay = procs[DIRECT], (procs[arm] if arm != DIRECT else None)
+def children_cpu() -> float:
+    """User + system CPU-seconds of this process's finished children: the load tool's runs."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def run_arm(offer: Offer, setup: Setup, arm: str, seconds: int, rate: int) -> ArmRun:
+    """The fixed load on one arm; the CPU its relay (if any), the Bs and the load tool spent
+    meanwhile. With several Bs, their counters (read outside the CPU window) must show the
+    calls spread as the arm spreads them."""
+    relay, bs = setup.relays.get(arm), setup.bs
+    served_before = [served(b) for b in bs] if len(bs) > 1 else []
     relay_before = relay.cpu_seconds() if relay else 0.0
-    b_before = b.cpu_seconds()
-    load = offer(procs[arm].address, seconds)
+    bs_before, client_before = sum(b.cpu_seconds() for b in bs), children_cpu()
+    load = offer(setup.targets[arm], seconds)
     run = ArmRun(
-        load, relay.cpu_seconds() - relay_before if relay else 0.0, b.cpu_seconds() - b_before
+        load,
+        relay.cpu_seconds() - relay_before if relay else 0.0,
+        sum(b.cpu_seconds() for b in bs) - bs_before,
+        children_cpu() - client_before,
     )
+    if served_before:
+        spread = [served(b) - n for b, n in zip(bs, served_before, strict=True)]
+        if problem := spread_problem(arm, spread):
+            raise RuntimeError(problem)
     if load.errors:
         raise RuntimeError(f"{arm}: calls failed: {dict(load.errors)}")
     if load.ok < KEPT * rate * seconds:
@@ -232,47 +301,74 @@ def run_arm(offer: Offer, procs: dict[str, Service], arm: str, seconds: int, rat
     return run
 
 
+def arms_of(compare: str, protocol: str) -> tuple[str, ...]:
+    return ARMS if compare == "hop" else BALANCE_ARMS[protocol]
+
+
 def measure(protocol: str, args: argparse.Namespace) -> list[Round]:
     offer = offer_for(protocol, args.rate, args.ghz, args.vegeta)
+    arms = arms_of(args.compare, protocol)
+    processes = process_set if args.compare == "hop" else balance_set
     rounds: list[Round] = []
     for number, share in enumerate(pair_rounds(args.rounds, args.sets)):
-        with process_set(protocol, args.metrics) as procs:
-            for arm in ARMS:  # warm-up, discarded
-                run_arm(offer, procs, arm, 1, args.rate)
+        with processes(protocol, args.metrics) as setup:
+            for arm in arms:  # warm-up, discarded
+                run_arm(offer, setup, arm, 1, args.rate)
             for round_ in share:
-                done = {arm: run_arm(offer, procs, arm, args.seconds, args.rate)
-                        for arm in arm_order(round_)}  # fmt: skip
+                order = arm_order(round_, arms)
+                done = {arm: run_arm(offer, setup, arm, args.seconds, args.rate) for arm in order}
                 rounds.append(done)
                 cells = " | ".join(
                     f"{arm} p50 {r.load.p50_ms:.2f} p99 {r.load.p99_ms:.2f} ms, "
-                    f"relay {r.relay_ms_per_call:.3f} B {r.downstream_ms_per_call:.3f} ms CPU"
-                    for arm, r in sorted(done.items(), key=lambda kv: ARMS.index(kv[0]))
+                    f"relay {r.relay_ms_per_call:.3f} B {r.downstream_ms_per_call:.3f} "
+                    f"load tool {r.client_ms_per_call:.3f} ms CPU"
+                    for arm, r in sorted(done.items(), key=lambda kv: arms.index(kv[0]))
                 )
-                print(f"{protocol:4} set {number} round {round_} ({'>'.join(arm_order(round_))})"
+                print(f"{protocol:4} set {number} round {round_} ({'>'.join(order)})"
                       f": {cells}", flush=True)  # fmt: skip
     return rounds
 
 
-def report(protocol: str, rounds: list[Round]) -> None:
+def comparisons(compare: str, protocol: str) -> list[tuple[str, str]]:
+    """The (arm, base) pairs the report prints, what ``arm`` adds over ``base``."""
+    if compare == "hop":
+        return [(WIRELAB, DIRECT), (BARE, DIRECT), (NGINX, DIRECT), (WIRELAB, BARE)]
+    arms = arms_of(compare, protocol)
+    pairs = [(arm, DIRECT) for arm in arms[1:]]
+    if ROUND_ROBIN in arms:
+        pairs.append((NGINX, ROUND_ROBIN))
+    return pairs
+
+
+def report(protocol: str, rounds: list[Round], compare: str) -> None:
+    hop = compare == "hop"
+    pairs = comparisons(compare, protocol)
     direct = [r[DIRECT] for r in rounds]
-    print(f"\n{protocol}: direct to B, medians of the rounds: p50 "
-          f"{figure([p50(r) for r in direct]).median:.3f} ms, p99 "
-          f"{figure([p99(r) for r in direct]).median:.3f} ms, B's CPU "
+    print(f"\n{protocol}: direct to {'B' if hop else f'one of {REPLICAS} Bs'}, medians of the "
+          f"rounds: p50 {figure([p50(r) for r in direct]).median:.3f} ms, p99 "
+          f"{figure([p99(r) for r in direct]).median:.3f} ms, {'B' if hop else 'the Bs'}' CPU "
           f"{figure([downstream_cpu(r) for r in direct]).median:.3f} ms per call")  # fmt: skip
-    print(f"  {'one hop via':16} {'added p50 latency':32} {'added p99 latency':32} "
-          "relay CPU per call")  # fmt: skip
-    for arm, base in ((WIRELAB, DIRECT), (BARE, DIRECT), (NGINX, DIRECT), (WIRELAB, BARE)):
+    print(f"  {'one hop via' if hop else 'balanced by':20} {'added p50 latency':32} "
+          f"{'added p99 latency':32} {'relay CPU per call':32} load tool CPU per call")  # fmt: skip
+    for arm, base in pairs:
         name = f"{arm} - {base}" if base != DIRECT else arm
-        cpu = added(rounds, arm, base, relay_cpu)
-        print(f"  {name:16} {added(rounds, arm, base, p50).text():32} "
-              f"{added(rounds, arm, base, p99).text():32} {cpu.text()}")  # fmt: skip
+        cells = [added(rounds, arm, base, v).text() for v in (p50, p99, relay_cpu, client_cpu)]
+        print(f"  {name:20} {cells[0]:32} {cells[1]:32} {cells[2]:32} {cells[3]}")
     b_cpu = "  ".join(
         f"{arm} {added(rounds, arm, DIRECT, downstream_cpu).text()}"
-        for arm in (WIRELAB, BARE, NGINX)
+        for arm, base in pairs
+        if base == DIRECT
     )
     # Not part of any relay's cost: whether B, the same service doing the same work, costs
     # the same when a relay calls it as when the load tool does.
-    print(f"  B's own CPU per call, called by a relay minus by the load tool: {b_cpu}")
+    who = (
+        "B's own CPU per call, called by a relay minus by the load tool"
+        if hop
+        else "the Bs' CPU per call, balanced minus direct"
+    )
+    print(f"  {who}: {b_cpu}")
+    if not hop and ROUND_ROBIN not in arms_of(compare, protocol):
+        print("  no round-robin arm: the lab's REST callers do no client-side balancing")
 
 
 def versions(tools: dict[str, str]) -> dict[str, str]:
@@ -299,16 +395,22 @@ def main(argv: list[str] | None = None) -> int:
     protocols = [p for p in args.protocols.split(",") if p]
     if not set(protocols) <= {"rest", "grpc"} or args.rounds < 1 or args.sets < 1:
         cli.error("--protocols takes rest and grpc; --rounds and --sets at least 1")
+    if args.compare not in ("hop", "balance"):
+        cli.error(f"--compare must be hop or balance, not {args.compare!r}")
+    if args.compare == "balance" and args.metrics != "on":
+        cli.error("--compare balance reads the Bs' request counters: --metrics must be on")
     tools = {"ghz": find_ghz(args.ghz)} if "grpc" in protocols else {}
     tools |= {"vegeta": find_vegeta(args.vegeta)} if "rest" in protocols else {}
-    run_dir = new_run_dir(Path(args.results), "hop")
+    run_dir = new_run_dir(Path(args.results), "hop" if args.compare == "hop" else "hop-balance")
     write_json(run_dir / "manifest.json", {
         "benchmark": prog, "knobs": vars(args), "git": git_info(REPO), "host": host_info(),
         "tools": versions(tools), "server_cpu": SERVER_CPU, "load_cpu": CLIENT_CPU,
     })  # fmt: skip
-    print(f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}: B and the relays on CPU "
+    arms = " or ".join(str(len(arms_of(args.compare, p))) for p in protocols)
+    procs = "B and the relays" if args.compare == "hop" else f"the {REPLICAS} Bs and nginx"
+    print(f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}: {procs} on CPU "
           f"{SERVER_CPU}, load on CPU {CLIENT_CPU}, {args.rate} calls/s offered to every arm, "
-          f"{args.rounds} rounds x {len(ARMS)} arms x {args.seconds} s per protocol, "
+          f"{args.rounds} rounds x {arms} arms x {args.seconds} s per protocol, "
           f"{args.sets} process sets, metrics {args.metrics}, load average "
           f"{os.getloadavg()[0]:.2f}; results in {run_dir}")  # fmt: skip
     measured: dict[str, list[Round]] = {}
@@ -321,7 +423,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\nload average {os.getloadavg()[0]:.2f}; median of the rounds, 95 % interval of the "
           "median in brackets")  # fmt: skip
     for protocol, rounds in measured.items():
-        report(protocol, rounds)
+        report(protocol, rounds, args.compare)
     return 0
 
 

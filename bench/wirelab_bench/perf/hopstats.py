@@ -1,4 +1,5 @@
-"""The hop benchmark's arithmetic: the arms' order in each round and the added cost of a hop."""
+"""The hop benchmark's arithmetic: the arms' order in each round, the added cost of a hop, and
+whether a balancing arm spread its calls."""
 
 from __future__ import annotations
 
@@ -12,6 +13,11 @@ from wirelab_bench.overhead import median_interval
 
 DIRECT, WIRELAB, BARE, NGINX = "direct", "wirelab", "bare", "nginx"
 ARMS = (DIRECT, WIRELAB, BARE, NGINX)
+ROUND_ROBIN = "round-robin"
+# The balancing comparison, over several Bs: the load tool balancing them itself (gRPC's
+# round_robin; the lab's REST callers have no client-side balancing) or nginx balancing them,
+# against direct calls to one of them.
+BALANCE_ARMS = {"grpc": (DIRECT, ROUND_ROBIN, NGINX), "rest": (DIRECT, NGINX)}
 
 
 def _balanced(n: int) -> list[tuple[int, ...]]:
@@ -24,24 +30,36 @@ def _balanced(n: int) -> list[tuple[int, ...]]:
     return rows if n % 2 == 0 else rows + [row[::-1] for row in rows]
 
 
-_ORDERS = tuple(tuple(ARMS[i] for i in row) for row in _balanced(len(ARMS)))
+def arm_order(round_: int, arms: tuple[str, ...] = ARMS) -> tuple[str, ...]:
+    """The arms in the order round ``round_`` runs them: over every len(arms) rounds (twice that
+    for an odd number) each arm runs in each position equally often and right after each other
+    arm equally often, so drift on a shared machine and one arm's after-effects on the next fall
+    on all arms alike."""
+    orders = _balanced(len(arms))
+    return tuple(arms[i] for i in orders[round_ % len(orders)])
 
 
-def arm_order(round_: int) -> tuple[str, ...]:
-    """The arms in the order round ``round_`` runs them: over every len(ARMS) rounds each arm
-    runs in each position once and right after each other arm once, so drift on a shared machine
-    and one arm's after-effects on the next fall on all arms alike."""
-    return _ORDERS[round_ % len(_ORDERS)]
+def spread_problem(arm: str, served: Sequence[int]) -> str:
+    """Why the calls the Bs served during ``arm`` are not spread as the arm spreads them, or ""
+    when they are: direct calls reach the first B only; a balancing arm's reach every B, each at
+    least half an even share."""
+    total = sum(served)
+    if arm == DIRECT:
+        wrong = total == 0 or any(served[1:])
+    else:
+        wrong = min(served) < total / len(served) / 2
+    return f"{arm}: the Bs served {list(served)} calls" if wrong else ""
 
 
 @dataclass(frozen=True)
 class ArmRun:
     """One arm of one round: what the load tool saw, and the CPU-seconds the relay (none in the
-    direct arm) and the downstream B spent meanwhile."""
+    direct arm), the downstream B (all the Bs, when balanced) and the load tool spent meanwhile."""
 
     load: Load
     relay_cpu: float
     downstream_cpu: float
+    client_cpu: float
 
     def record(self) -> dict[str, Any]:
         """The run as JSON for the results folder."""
@@ -49,7 +67,7 @@ class ArmRun:
         return {
             "seconds": load.seconds, "codes": dict(load.codes), "p50_ms": load.p50_ms,
             "p99_ms": load.p99_ms, "relay_cpu_s": self.relay_cpu,
-            "downstream_cpu_s": self.downstream_cpu,
+            "downstream_cpu_s": self.downstream_cpu, "client_cpu_s": self.client_cpu,
         }  # fmt: skip
 
     @property
@@ -59,6 +77,10 @@ class ArmRun:
     @property
     def downstream_ms_per_call(self) -> float:
         return 1000 * self.downstream_cpu / max(self.load.ok, 1)
+
+    @property
+    def client_ms_per_call(self) -> float:
+        return 1000 * self.client_cpu / max(self.load.ok, 1)
 
 
 Round = dict[str, ArmRun]
@@ -101,3 +123,7 @@ def relay_cpu(run: ArmRun) -> float:
 
 def downstream_cpu(run: ArmRun) -> float:
     return run.downstream_ms_per_call
+
+
+def client_cpu(run: ArmRun) -> float:
+    return run.client_ms_per_call
