@@ -344,9 +344,10 @@ def report(protocol: str, rounds: list[Round], compare: str) -> None:
     hop = compare == "hop"
     pairs = comparisons(compare, protocol)
     direct = [r[DIRECT] for r in rounds]
+    whose = "B's" if hop else "the Bs'"
     print(f"\n{protocol}: direct to {'B' if hop else f'one of {REPLICAS} Bs'}, medians of the "
           f"rounds: p50 {figure([p50(r) for r in direct]).median:.3f} ms, p99 "
-          f"{figure([p99(r) for r in direct]).median:.3f} ms, {'B' if hop else 'the Bs'}' CPU "
+          f"{figure([p99(r) for r in direct]).median:.3f} ms, {whose} CPU "
           f"{figure([downstream_cpu(r) for r in direct]).median:.3f} ms per call")  # fmt: skip
     print(f"  {'one hop via' if hop else 'balanced by':20} {'added p50 latency':32} "
           f"{'added p99 latency':32} {'relay CPU per call':32} load tool CPU per call")  # fmt: skip
