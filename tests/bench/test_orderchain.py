@@ -7,9 +7,12 @@ import math
 from typing import Any
 
 import pytest
+from prometheus_client import CollectorRegistry, generate_latest
+from wirelab.hops.confirm import confirmation
 from wirelab_bench.k6run import SCRIPT, ClosedRun, closed_figures
-from wirelab_bench.perf import orderchain
+from wirelab_bench.perf import confirmations, orderchain
 from wirelab_bench.perf.orderchain import Cpu, CpuSample, per_order, rotation, services
+from wirelab_bench.scrape import parse
 
 
 def summary(count: int, fails: int, late: int | None) -> dict[str, Any]:
@@ -77,3 +80,41 @@ def test_the_command_refuses_loads_it_cannot_run(capsys: pytest.CaptureFixture[s
         with pytest.raises(SystemExit):
             orderchain.main(["--loads", bad])
     assert "--loads must be" in capsys.readouterr().err
+
+
+def _confirmation_page(times: list[float]) -> str:
+    """An edge's /metrics with the fire-and-forget histogram after confirmations of ``times``."""
+    registry = CollectorRegistry()
+    histogram = confirmation(registry)
+    for t in times:
+        histogram.observe(t)
+    return generate_latest(registry).decode()
+
+
+def test_confirmations_over_a_run_are_the_histograms_window(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    later = [0.45] * 5 + [0.5] * 8 + [1.2] * 2
+    pages = iter([_confirmation_page([0.45] * 5), _confirmation_page(later)])
+    monkeypatch.setattr(confirmations, "scrape", lambda url, job: parse(next(pages), job))
+    before, after = confirmations.read("u"), confirmations.read("u")
+    got = confirmations.between(before, after, threshold_ms=900)
+    assert got.confirmed == 10 and got.over_bound == 2 and got.bound_ms == 1000
+    assert 300 < got.p50_ms <= 500 and 1000 < got.p99_ms <= 1500
+    assert confirmations.between(after, after, 900) == confirmations.NONE
+    assert confirmations.between([], [], 900) == confirmations.NONE
+
+
+def test_an_edge_without_the_histogram_or_an_answer_reads_empty(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(confirmations, "scrape", lambda url, job: parse("", job))
+    assert confirmations.read("u") == []
+    monkeypatch.undo()
+    assert confirmations.read("http://127.0.0.1:9/metrics") == []  # nothing listens there
+
+
+def test_the_arms_knob_refuses_an_unknown_arm(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        orderchain.main(["--arms", "grpc,soap"])
+    assert "--arms must be some of rest, grpc, amqp" in capsys.readouterr().err

@@ -7,6 +7,12 @@ turn, the arms' order rotating from one load to the next, k6 (k6/order.js) sends
 later than 900 ms is failed. Per run it prints confirmed orders/s, p50/p95/p99, failed orders,
 the CPU of the arm's four services per confirmed order and, for the AMQP arm, the broker's, each
 from cAdvisor above the idle rate measured first; then writes the rows as CSV.
+
+The fire-and-forget shape (start the lab with WIRELAB_AMQP_SHAPE=fire-and-forget): the AMQP
+arm's edge then answers once every queue has the order, so k6's figures are acceptances; the
+confirmations (all three replies in) are read from the edge's /metrics after each run, once they
+stand still, and printed beside them: confirmed orders/s, confirmation p50/p95/p99 from the
+order's arrival, and how many were slower than the threshold (at the histogram's next bound).
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from wirelab_bench.benchknobs import parser
 from wirelab_bench.k6run import ClosedRun, run_k6_closed
 from wirelab_bench.locust_overhead import exit_on_sigterm
 from wirelab_bench.perf import write_rows
+from wirelab_bench.perf.confirmations import NONE, Confirmations, between, read, settled
 from wirelab_bench.promql import SERVICE_LABEL
 
 KNOBS = (
@@ -37,12 +44,20 @@ KNOBS = (
     ("rest", str, "http://127.0.0.1:8000", "the REST arm's edge"),
     ("grpc", str, "127.0.0.1:50051", "the gRPC arm's edge"),
     ("amqp", str, "127.0.0.1:50052", "the AMQP arm's edge (a gRPC service)"),
+    (
+        "amqp-metrics",
+        str,
+        "http://127.0.0.1:9102/metrics",
+        "the AMQP arm's edge /metrics: its fire-and-forget confirmations",
+    ),
+    ("arms", str, "rest,grpc,amqp", "the arms to measure, comma separated"),
     ("prometheus", str, "http://127.0.0.1:9090", "the lab's Prometheus, for cAdvisor's CPU"),
     ("idle-seconds", int, 20, "idle seconds measured first: the CPU subtracted from each run"),
     ("k6", str, str(Path.home() / "go" / "bin" / "k6"), "k6 binary (make tools)"),
     ("csv", str, "orderchain.csv", "where the rows go"),
 )
 ARMS = ("rest", "grpc", "amqp")
+CONFIRMATION_COLUMNS = tuple(f"confirmation_{f}" for f in Confirmations.__dataclass_fields__)
 HOPS = ("product", "customer", "shipping")
 BROKER = "rabbitmq"
 # cAdvisor refreshes every 5 s (up to 15 s when idle) and Prometheus scrapes it every 5 s.
@@ -141,6 +156,9 @@ def main(argv: list[str] | None = None) -> int:
         args.error(f"--loads must be whole numbers, got {ns.loads!r}")
     if not loads or min(loads) <= 0:
         args.error(f"--loads must be positive, got {ns.loads!r}")
+    arms = [a for a in ns.arms.split(",") if a]
+    if not arms or set(arms) - set(ARMS):
+        args.error(f"--arms must be some of {', '.join(ARMS)}, got {ns.arms!r}")
     if shutil.which(ns.k6) is None:
         print(f"no k6 at {ns.k6}: make tools")
         return 2
@@ -149,18 +167,22 @@ def main(argv: list[str] | None = None) -> int:
     targets = {"rest": ns.rest, "grpc": ns.grpc, "amqp": ns.amqp}
     # k6 speaks HTTP to the REST edge and gRPC to the other two.
     k6_protocol = {"rest": "rest", "grpc": "grpc", "amqp": "grpc"}
-    cpu = Cpu(ns.prometheus, [s for arm in ARMS for s in services(arm)] + [BROKER])
+    cpu = Cpu(ns.prometheus, [s for arm in arms for s in services(arm)] + [BROKER])
     print(f"idle CPU over {ns.idle_seconds} s ...", flush=True)
     cpu.measure_idle(ns.idle_seconds)
     rows = []
     print(f"{'arm':5} {'users':>5} {'confirmed/s':>11} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8}"
           f" {'failed':>6} {'arm CPU ms/order':>16} {'broker CPU ms/order':>19}")  # fmt: skip
     for i, users in enumerate(loads):
-        for arm in rotation(ARMS, i):
+        for arm in rotation(arms, i):
             first = cpu.sample()
+            before = read(ns.amqp_metrics) if arm == "amqp" else []
             run = run_k6_closed(
                 ns.k6, k6_protocol[arm], targets[arm], body, users, ns.seconds, ns.fail_over_ms
             )
+            confirmed = NONE
+            if before and read(ns.amqp_metrics) != before:  # fire-and-forget: they moved
+                confirmed = between(before, settled(ns.amqp_metrics), ns.fail_over_ms)
             last = cpu.after(time.time())
             arm_cpu = sum(cpu.used(first, last, s) for s in services(arm))
             broker_cpu = cpu.used(first, last, BROKER) if arm == "amqp" else float("nan")
@@ -169,6 +191,7 @@ def main(argv: list[str] | None = None) -> int:
                 **asdict(run),
                 "arm_cpu_ms_per_order": per_order(arm_cpu, run, ns.seconds),
                 "broker_cpu_ms_per_order": per_order(broker_cpu, run, ns.seconds),
+                **dict(zip(CONFIRMATION_COLUMNS, asdict(confirmed).values(), strict=True)),
             }
             rows.append(row)
             print(
@@ -177,15 +200,24 @@ def main(argv: list[str] | None = None) -> int:
                 f" {row['arm_cpu_ms_per_order']:16.2f} {row['broker_cpu_ms_per_order']:19.2f}",
                 flush=True,
             )
+            if confirmed.confirmed > 0:
+                print(
+                    f"{'':5} {'':5} fire-and-forget: the line above counts acceptances;"
+                    f" confirmed {confirmed.confirmed / ns.seconds:.1f}/s, confirmation p50"
+                    f" {confirmed.p50_ms:.1f} p95 {confirmed.p95_ms:.1f} p99"
+                    f" {confirmed.p99_ms:.1f} ms, {confirmed.over_bound:.0f} over"
+                    f" {confirmed.bound_ms:.0f} ms",
+                    flush=True,
+                )
     write_rows(Path(ns.csv), rows)
     for users in loads:
         at = {r["arm"]: r for r in rows if r["users"] == users}
         ratios = ", ".join(
             f"gRPC/{other} {at['grpc']['confirmed_per_s'] / at[other]['confirmed_per_s']:.2f}"
             for other in ("rest", "amqp")
-            if at[other]["confirmed_per_s"] > 0
+            if "grpc" in at and other in at and at[other]["confirmed_per_s"] > 0
         )
-        print(f"{users} users: confirmed orders {ratios}")
+        print(f"{users} users: confirmed orders {ratios or '(no gRPC arm to compare with)'}")
     print(f"rows in {ns.csv}")
     return 0
 
