@@ -6,11 +6,15 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from wirelab.contract import ARMS
+from wirelab.contract import ARM_EDGES, ARMS
 
 from wirelab_bench.histo import Snapshot, key
 
 SERVICE_LABEL = "container_label_com_docker_compose_service"
+
+
+# Arms whose edge serves another protocol than the arm's name: their jobs name the arm.
+_RELABELLED = tuple(arm for arm, serves in ARM_EDGES.items() if arm != serves)
 
 
 @dataclass(frozen=True)
@@ -25,8 +29,9 @@ class Export:
     by: tuple[str, ...]
     matchers: tuple[tuple[str, str, str], ...] = ()
     agg: str = "sum"
-    # The arm measured is the edge's job, not the protocol its server speaks: the AMQP arm's edge
-    # (job amqp) is a gRPC server (wirelab.contract.ARM_EDGES). Its samples take protocol=<job>.
+    # The arm measured is the edge's job where that differs from the protocol its server speaks:
+    # the AMQP arm's edge (job amqp) is a gRPC server (wirelab.contract.ARM_EDGES). Its samples
+    # take protocol=<job>; every other edge's keep their own.
     arm_from_job: bool = False
 
     @property
@@ -36,12 +41,16 @@ class Export:
         selector = f"{{{sel}}}" if sel else ""
         series = f"{self.metric}{selector}"
         if self.arm_from_job:
-            series = f'label_replace({series}, "protocol", "$1", "job", "(.+)")'
+            series = (
+                f'label_replace({series}, "protocol", "$1", "job", "({"|".join(_RELABELLED)})")'
+            )
         return f"{self.agg}{grouping} ({series})"
 
     def relabel(self, labels: Mapping[str, str]) -> Mapping[str, str]:
         """``labels`` as the PromQL expression sees them after its label_replace."""
-        return {**labels, "protocol": labels["job"]} if self.arm_from_job else labels
+        if self.arm_from_job and labels.get("job") in _RELABELLED:
+            return {**labels, "protocol": labels["job"]}
+        return labels
 
     def selects(self, name: str, labels: Mapping[str, str]) -> bool:
         if name != self.metric:

@@ -81,7 +81,7 @@ def test_export_queries_are_the_exports() -> None:
     )
     assert EXPORT_QUERIES["server_requests"] == (
         "sum by (protocol, kind, outcome) (label_replace(wirelab_server_requests_total"
-        '{job=~"rest|grpc|amqp"}, "protocol", "$1", "job", "(.+)"))'
+        '{job=~"rest|grpc|amqp"}, "protocol", "$1", "job", "(amqp)"))'
     )
     assert EXPORT_QUERIES["client_requests"] == (
         'sum by (protocol, kind, outcome) (wirelab_client_requests_total{job="locust"})'
