@@ -57,6 +57,27 @@ test('POST /v1/orders: defaults fill an empty order; 64-bit totals are written e
   assert.match(big.body.toString(), /"total_cents":4611686018427387904,/);
 });
 
+test('POST /v1/orders: integers past 2^53 are read and echoed exactly; int64 overflow is refused as Python refuses it', async () => {
+  const exact = await call('POST', '/v1/orders', '{"order":{"items":[{"quantity":1,"unit_price_cents":9007199254740993}]}}');
+  assert.equal(exact.status, 200);
+  assert.match(exact.body.toString(), /^\{"order_id":"","item_count":1,"total_cents":9007199254740993,.*"unit_price_cents":9007199254740993\}\]/);
+  // A float is the integer it is, as pydantic takes it (JSON.stringify would write 1234567890123456800).
+  const float = await call('POST', '/v1/orders', '{"order":{"items":[{"quantity":1.0,"unit_price_cents":1.2345678901234567e18}]}}');
+  assert.match(float.body.toString(), /"total_cents":1234567890123456768,.*"quantity":1,"unit_price_cents":1234567890123456768\}/);
+  const cases = [
+    ['{"order":{"items":[{"quantity":9007199254740993,"unit_price_cents":1}]}}', 400, 'quantity must be between 0 and 4294967295 (got 9007199254740993)'],
+    ['{"order":{"items":[{"quantity":1,"unit_price_cents":9223372036854775808}]}}', 400, 'unit_price_cents is outside the int64 range (got 9223372036854775808)'],
+    ['{"order":{"items":[{"quantity":2,"unit_price_cents":4611686018427387904}]}}', 400, 'total_cents overflows int64'],
+    ['{"work_ms":1180591620717411303424}', 413, `work_ms=1180591620717411303424 is over the limit of ${limits.maxWorkMs}`],
+    ['{"work_ms":1e20}', 422, 'work_ms: Unable to parse input string as an integer, exceeded maximum size'],
+    ['{"order":{"items":[{"unit_price_cents":1e400}]}}', 422, 'order.items.0.unit_price_cents: Input should be a finite number'],
+  ];
+  for (const [body, status, detail] of cases) {
+    const r = await call('POST', '/v1/orders', body);
+    assert.deepEqual([r.status, json(r).detail], [status, detail], body);
+  }
+});
+
 test('POST /v1/orders: work_ms delays the reply', async () => {
   const started = Date.now();
   assert.equal((await call('POST', '/v1/orders', '{"work_ms":50}')).status, 200);
@@ -207,6 +228,15 @@ test('WebSocket /v1/pingpong: bad frames close with 1007 / 1009, counted 400 / 4
   assert.equal(await eventually(() => requests('bidi', 'client_error', '400'), 2), 2);
   assert.equal(await eventually(() => requests('bidi', 'client_error', '413'), 2), 2);
   assert.equal(await requests('bidi', 'cancelled', '499'), 0);
+});
+
+test('WebSocket /v1/pingpong: a seq past 2^53 is echoed exactly; 1.0 is no integer, as in Python', async () => {
+  const r = await pingpong(['{"seq":18446744073709551615}', '{"seq":9007199254740993,"payload":"aGk="}']);
+  assert.deepEqual(r.got, ['{"seq":18446744073709551615,"payload":""}', '{"seq":9007199254740993,"payload":"aGk="}']);
+  for (const [frame, reason] of [['{"seq":1.0}', 'seq must be an integer'], ['{"seq":18446744073709551616}', 'seq must be a non-negative 64-bit integer (got 18446744073709551616)'], ['{"seq":1,"payload":1.5}', 'payload must be a base64 string'], ['1.5', 'ping frame must be a JSON object {"seq": n, "payload": "<base64>"}']]) {
+    const closed = await pingpong([frame]);
+    assert.deepEqual([closed.code, closed.reason], [1007, reason], frame);
+  }
 });
 
 test('with metrics off (WIRELAB_METRICS=off) the routes serve the same and nothing is counted', async () => {

@@ -17,6 +17,7 @@ import grpc
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 from wirelab import core
 from wirelab.contract import SERVER
@@ -202,6 +203,18 @@ def test_rest_replies_and_metrics_match(rest_pair: tuple[Service, Service]) -> N
         "/v1/orders",
         json={"order": {"items": [{"quantity": 1024, "unit_price_cents": 2**52}]}},
     )
+    # Integers past 2^53 (JSON.parse would round them) read exactly by both, and what overflows
+    # int64 refused by both with the same status and words.
+    for text in (
+        '{"order":{"items":[{"quantity":1,"unit_price_cents":9007199254740993}]}}',
+        '{"order":{"items":[{"quantity":3,"unit_price_cents":3074457345618258602}]}}',
+        '{"order":{"items":[{"quantity":1.0,"unit_price_cents":1.2345678901234567e18}]}}',
+        '{"order":{"items":[{"quantity":9007199254740993,"unit_price_cents":1}]}}',
+        '{"order":{"items":[{"quantity":1,"unit_price_cents":-9223372036854775809}]}}',
+        '{"order":{"items":[{"quantity":2,"unit_price_cents":4611686018427387904}]}}',
+        '{"work_ms":1180591620717411303424}',
+    ):
+        same("POST", "/v1/orders", content=text, headers={"content-type": "application/json"})
     for bad, status in (
         ({"work_ms": -1}, 400),
         ({"work_ms": 10**9}, 413),
@@ -226,7 +239,7 @@ def test_rest_replies_and_metrics_match(rest_pair: tuple[Service, Service]) -> N
     same("POST", "/v1/blobs/stream", pieces=[blob[:30_000], blob[30_000:]])
     py, nd = both("GET", "/nope")
     assert py.status_code == nd.status_code == 404
-    frames = ['{"seq":1,"payload":"aGk="}', '{"seq":2}']
+    frames = ['{"seq":1,"payload":"aGk="}', '{"seq":2}', '{"seq":18446744073709551615}']
     answers = []
     for base in bases:
         with connect(base.replace("http", "ws") + "/v1/pingpong") as ws:
@@ -235,6 +248,18 @@ def test_rest_replies_and_metrics_match(rest_pair: tuple[Service, Service]) -> N
             answers.append([ws.recv() for _ in frames])
     calls += 1
     assert answers[0] == answers[1]
+    assert answers[0][2] == '{"seq":18446744073709551615,"payload":""}'
+    # A seq of 1.0 is a float to both, no integer: the connection closed with 1007.
+    closes = []
+    for base in bases:
+        with connect(base.replace("http", "ws") + "/v1/pingpong") as ws:
+            ws.send('{"seq":1.0}')
+            with pytest.raises(ConnectionClosed) as closed:
+                ws.recv()
+            assert closed.value.rcvd is not None
+            closes.append((closed.value.rcvd.code, closed.value.rcvd.reason))
+    calls += 1
+    assert closes[0] == closes[1] == (1007, "seq must be an integer")
 
     py_page, node_page = settled(python, js, calls)
     # A streamed body's pieces (and so its message count) depend on each server's reads; error

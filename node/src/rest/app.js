@@ -18,6 +18,7 @@ const contract = require('../contract');
 const { startCall } = require('../metrics');
 const { writeDrained } = require('../drain');
 const codec = require('./codec');
+const json = require('./json');
 const validate = require('./validate');
 
 // Streams stop producing once the client has gone: the response closed.
@@ -158,9 +159,12 @@ function readBody(req, limit, call, kind, { onPiece = null, admit = null, holds 
   });
 }
 
-function parseJson(body) {
+/** A JSON body; ``exact`` reads its integers exactly (json.js), for the bodies whose numbers
+ * are used: a blob's JSON has none, and its megabytes are not scanned for them. */
+function parseJson(body, exact = true) {
   try {
-    return JSON.parse(body.toString('utf8'));
+    const text = body.toString('utf8');
+    return exact ? json.parse(text) : JSON.parse(text);
   } catch (exc) {
     throw new validate.Invalid('body', `JSON decode error: ${exc.message}`);
   }
@@ -176,12 +180,18 @@ function blobHeaders(size) {
   return { 'x-wirelab-size': String(size), 'x-wirelab-sha256': core.digest(size) };
 }
 
+const text = (value) => JSON.stringify(value);
+
 function orderReplyJson(request, totals) {
-  // Built by hand: total_cents is a 64-bit integer, which JSON.stringify cannot write from a BigInt.
+  // Built by hand: total_cents and an item's integers may be BigInts (past 2^53), which
+  // JSON.stringify cannot write.
   const o = request.order;
-  return `{"order_id":${JSON.stringify(o.order_id)},"item_count":${totals.itemCount},` +
+  const items = o.items.map((i) => `{"sku":${text(i.sku)},"quantity":${i.quantity},"unit_price_cents":${i.unit_price_cents}}`);
+  const order = `{"order_id":${text(o.order_id)},"customer_id":${text(o.customer_id)},"items":[${items.join(',')}],` +
+    `"attributes":${text(o.attributes)},"note":${text(o.note)}}`;
+  return `{"order_id":${text(o.order_id)},"item_count":${totals.itemCount},` +
     `"total_cents":${totals.totalCents},"word_count":${totals.wordCount},` +
-    `"char_count":${totals.charCount},"order":${JSON.stringify(o)}}`;
+    `"char_count":${totals.charCount},"order":${order}}`;
 }
 
 function routes(limits) {
@@ -213,7 +223,7 @@ function routes(limits) {
     },
     async upload_json(req, res, params, call, admit) {
       const body = await readBody(req, jsonLimit, call, 'upload_json', { admit, holds: JSON_UPLOAD_HOLDS });
-      const data = codec.decodeB64(validate.blobUpload(parseJson(body)), 'data');
+      const data = codec.decodeB64(validate.blobUpload(parseJson(body, false)), 'data');
       const d = core.hashBlob(data, limits);
       sendJson(res, 200, JSON.stringify({ size: d.size, sha256: d.sha256 }));
     },

@@ -2,6 +2,7 @@
 // Wire encodings beyond JSON bodies, as services/wirelab/rest/codec.py writes them: strict base64,
 // NDJSON stream lines, ping frames.
 const { CoreError, pong } = require('../core');
+const json = require('./json');
 
 const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
 
@@ -22,20 +23,25 @@ function ndjsonLine(seq, encodedPayload) {
   return `{"seq":${seq},"payload":"${encodedPayload}"}\n`;
 }
 
+// What a float literal reads as in a ping frame: no integer, as Python's json.loads makes a float
+// of 1.0 (json.js reads integer literals as Numbers or BigInts).
+const FLOAT = Object.freeze({});
+
 /** Parse a JSON Ping text frame and return the Pong frame echoing seq and payload. */
 function answerPing(frame, limits) {
   let ping;
   try {
-    ping = JSON.parse(frame);
+    ping = json.parse(frame, () => FLOAT);
   } catch (exc) {
+    // A RangeError too: json.js recurses once per nesting level, as Python's json.loads does.
     throw new CoreError(`ping frame is not JSON: ${exc.message}`);
   }
-  if (ping === null || typeof ping !== 'object' || Array.isArray(ping)) {
+  if (ping === null || ping === FLOAT || typeof ping !== 'object' || Array.isArray(ping)) {
     throw new CoreError('ping frame must be a JSON object {"seq": n, "payload": "<base64>"}');
   }
   const seq = ping.seq === undefined ? 0 : ping.seq;
   const data = ping.payload === undefined ? '' : ping.payload;
-  if (typeof seq !== 'number' || !Number.isInteger(seq)) throw new CoreError('seq must be an integer');
+  if (typeof seq !== 'number' && typeof seq !== 'bigint') throw new CoreError('seq must be an integer');
   if (typeof data !== 'string') throw new CoreError('payload must be a base64 string');
   const [s, bytes] = pong(seq, decodeB64(data, 'payload'), limits);
   return `{"seq":${s},"payload":"${bytes.toString('base64')}"}`;

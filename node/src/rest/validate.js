@@ -25,13 +25,21 @@ function text(value, where) {
 }
 
 // JSON Schema's integer: a number without a fractional part (20.0 is one), not a string nor a
-// boolean (models.py's _json_integer).
+// boolean (models.py's _json_integer). Integer literals come exact from json.js (a BigInt past
+// 2^53); a float is taken as pydantic takes it, exactly the integer it is, within int64's open
+// range. The value is a Number while it is a safe integer, else a BigInt.
 function integer(value, where) {
+  if (typeof value === 'bigint') return value;
   if (typeof value !== 'number') throw new Invalid(where, 'Input should be a valid integer');
+  if (!Number.isFinite(value)) throw new Invalid(where, 'Input should be a finite number');
   if (!Number.isInteger(value)) {
     throw new Invalid(where, 'Input should be a valid integer, got a number with a fractional part');
   }
-  return value;
+  if (Number.isSafeInteger(value)) return value === 0 ? 0 : value;
+  if (!(Math.abs(value) < 2 ** 63)) {
+    throw new Invalid(where, 'Unable to parse input string as an integer, exceeded maximum size');
+  }
+  return BigInt(value);
 }
 
 function object(value, where) {
