@@ -51,7 +51,7 @@ const STREAMED_OUT = new Set(['server_stream', 'download_chunked']);
 // (rest/bodies.py's rule, Node's own factors): `node scripts/peak-memory.js 64` (one 64 MiB
 // transfer per path, the peak RSS it adds) read 1.51-1.55x the body for POST /v1/blobs (the body, and
 // the socket's pieces until the GC takes them; Python's 1 would be short) and 6.35-6.68x the
-// payload, 4.8-5.0x the body, for POST /v1/blobs/json (the body, its text, the base64 string
+// payload, 4.8-5.01x the body, for POST /v1/blobs/json (the body, its text, the base64 string
 // parsed out of it, the blob decoded from that, the socket's pieces; Python's 4). Downloads keep
 // Python's charges, which that run finds above Node's peaks: GET /v1/blobs 1.01x, /v1/blobs/json
 // 1.36x (charged 2.33x: the blob and its base64).
