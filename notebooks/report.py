@@ -671,6 +671,39 @@ for topology in TOPOLOGIES:
     topology_section(topology)
 
 # %% [markdown]
+# ## Runtimes: Node.js against Python
+# Cells of a scenario with `runtimes = ["python", "node"]` (docs/node.md) ran on both runtimes'
+# services, interleaved. Per protocol, kind, load and payload: Node.js's figure over Python's for
+# successful calls per second, mean client latency and server CPU per call (repetitions
+# averaged), then the calls-per-second ratio drawn per protocol.
+
+# %%
+RUNTIMES = sorted(tidy["runtime"].unique()) if HAVE and "runtime" in tidy else []
+if len(RUNTIMES) < 2:
+    say("This run measured one runtime"
+        f" ({', '.join(RUNTIMES) or 'python'}): no comparison of runtimes. "
+        "`wirelab bench runtimes` (with `make lab PROFILES=node`) measures both.")  # fmt: skip
+else:
+    keys = ["protocol", "kind", "load", "payload_bytes"]
+    figures = {"ok_per_s": "calls/s", "client_mean_ms": "mean latency",
+               "cpu_s_per_request": "CPU per call"}  # fmt: skip
+    by_runtime = tidy.groupby([*keys, "runtime"])[list(figures)].mean().unstack("runtime")
+    ratios = pd.DataFrame(
+        {
+            f"node/python {name}": by_runtime[(col, "node")] / by_runtime[(col, "python")]
+            for col, name in figures.items()
+        }
+    )
+    display(ratios.round(3))
+    calls = ratios["node/python calls/s"].unstack("protocol").dropna(how="all")
+    fig, ax = plt.subplots(figsize=(max(5.0, 0.9 * len(calls)), 3.4))
+    calls.plot.bar(ax=ax, color=COLORS)
+    ax.axhline(1, color="grey", ls="--")
+    ax.set_ylabel("Node.js / Python successful calls per second")
+    ax.set_xlabel("kind, load, payload")
+    save(fig, "runtimes")
+
+# %% [markdown]
 # ## Network conditions: REST against gRPC as the round trip grows
 # Cells of a group with a `network` profile (docs/network.md) went through Toxiproxy, which added
 # the profile's round trip (± jitter, bandwidth cap) to both protocols alike; `direct` cells did

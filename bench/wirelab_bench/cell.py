@@ -52,6 +52,10 @@ class Lab:
     net_rest_url: str = ""
     net_grpc_target: str = ""
     amqp_target: str = ""  # the AMQP arm's gRPC edge (docs/broker.md)
+    # The Node.js services (profile node), for runtime node cells: addresses and direct /metrics.
+    node_rest_url: str = ""
+    node_grpc_target: str = ""
+    node_server_urls: dict[str, str] = field(default_factory=dict)
 
     @property
     def edge(self) -> tuple[str, ...]:
@@ -84,11 +88,18 @@ def measure(
     proxied = g.network != DIRECT
     rest_url = lab.net_rest_url if proxied else lab.rest_url
     grpc_target = lab.net_grpc_target if proxied else lab.grpc_target
+    servers = lab.server_urls
+    if cell.runtime == "node":  # never proxied (scenario_file.check_routes)
+        rest_url, grpc_target, servers = (
+            lab.node_rest_url,
+            lab.node_grpc_target,
+            lab.node_server_urls,
+        )
     target = Target(rest_url, grpc_target, lab.locustfile, port, lab.locust_args, lab.amqp_target)
     (run_dir / "locust").mkdir(exist_ok=True)
     cmd = locust_command(cell, target, run_dir / "locust" / cell.cell_id)
     (run_dir / "locust" / f"{cell.cell_id}.cmd").write_text(shlex.join(cmd) + "\n")
-    server_url = lab.server_urls.get(cell.protocol)
+    server_url = servers.get(cell.protocol)
     proc = LocustProcess(cmd, run_dir / "locust" / f"{cell.cell_id}.log")
     peaks = Peaks()
 
@@ -163,7 +174,9 @@ def _from_prometheus(w: Window, lab: Lab, prom: Prometheus, run_dir: Path) -> No
     moved = delta(export.start, export.end)
     if export.errors:
         w.sources["prometheus_errors"] = "; ".join(f"{k}: {v}" for k, v in export.errors.items())
-    if w.server is None and any(k[0].startswith("server_") for k in moved):
+    # The exports read the Python edges' jobs: a Node.js cell's server side is its direct scrape.
+    python = w.cell.runtime == "python"
+    if python and w.server is None and any(k[0].startswith("server_") for k in moved):
         w.server = {k: v for k, v in moved.items() if k[0] in lab.edge}
         w.sources["server"] = "prometheus"
         w.peaks |= {k: v for k, v in export.peak.items() if k[0].startswith("server_")}

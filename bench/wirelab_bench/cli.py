@@ -12,7 +12,7 @@ from wirelab_bench import knobs as knob_table
 from wirelab_bench.network import DIRECT, NetworkError, Toxiproxy, load_profiles
 from wirelab_bench.report import NOTEBOOK, render, resolve_run
 from wirelab_bench.runner import EXIT_LAB_NOT_READY, EXIT_USAGE, run
-from wirelab_bench.scenario_file import ScenarioError, check_arms, load_scenario, resolve
+from wirelab_bench.scenario_file import ScenarioError, check_routes, load_scenario, resolve
 
 EPILOG = """exit codes:
   0  every cell measured and within its gates
@@ -128,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
                 known = ", ".join([DIRECT, *profiles])
                 raise ScenarioError(f"unknown --network {knobs.network!r} (known: {known})")
             scenario = scenario.with_network(knobs.network)
-            check_arms(scenario)
+            check_routes(scenario)
     except (ScenarioError, NetworkError) as exc:
         print(f"wirelab bench: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -34,6 +34,14 @@ KNOBS: tuple[tuple[str, type, object, str], ...] = (
      "gRPC service /metrics, scraped directly at window start and end (else via Prometheus)"),
     ("amqp_metrics_url", str, "http://127.0.0.1:9102/metrics",
      "the AMQP arm's edge /metrics, scraped directly at window start and end (else Prometheus)"),
+    ("node_rest_url", str, "http://127.0.0.1:8010",
+     "the Node.js REST service base URL (profile node), for runtime node cells"),
+    ("node_grpc_target", str, "127.0.0.1:50061",
+     "the Node.js gRPC service host:port (profile node), for runtime node cells"),
+    ("node_rest_metrics_url", str, "http://127.0.0.1:9110/metrics",
+     "the Node.js REST service /metrics, scraped directly at window start and end"),
+    ("node_grpc_metrics_url", str, "http://127.0.0.1:9111/metrics",
+     "the Node.js gRPC service /metrics, scraped directly at window start and end"),
     ("client_metrics_port", int, 0, "port of the Locust child's client /metrics; 0 = a free port"),
     ("results_dir", str, "results", "folder that receives one sub-folder per run"),
     ("scenarios_dir", str, _repo_path("scenarios"), "where scenario names are looked up"),
@@ -74,6 +82,10 @@ class Knobs:
     rest_metrics_url: str
     grpc_metrics_url: str
     amqp_metrics_url: str
+    node_rest_url: str
+    node_grpc_target: str
+    node_rest_metrics_url: str
+    node_grpc_metrics_url: str
     client_metrics_port: int
     results_dir: str
     scenarios_dir: str

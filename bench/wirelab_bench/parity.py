@@ -44,9 +44,11 @@ def check_parity(rest_url: str, grpc_target: str, timeout: float = 30.0) -> list
         raise ParityError(f"parity check call failed: {type(exc).__name__}: {exc}") from exc
 
 
-def check_arm_parity(grpc_target: str, arm_target: str, timeout: float = 30.0) -> list[str]:
-    """The same order through the gRPC edge and through an arm measured behind a gRPC edge (the
-    AMQP arm): the same reply, so the arms compare the same work."""
+def check_arm_parity(
+    grpc_target: str, arm_target: str, name: str, timeout: float = 30.0
+) -> list[str]:
+    """The same order through the gRPC edge and through another gRPC service (the AMQP arm's
+    edge, the Node.js service; ``name`` says which): the same reply, so both do the same work."""
     try:
         with (
             grpc.insecure_channel(grpc_target) as direct,
@@ -58,7 +60,7 @@ def check_arm_parity(grpc_target: str, arm_target: str, timeout: float = 30.0) -
         raise ParityError(f"parity check call failed: {type(exc).__name__}: {exc}") from exc
     if got != want:
         raise ParityError(f"unary ProcessOrder: {arm_target} {_dict(got)} != gRPC {_dict(want)}")
-    return ["unary (amqp)"]
+    return [f"unary ({name})"]
 
 
 def _check(rest_url: str, grpc_target: str, timeout: float) -> list[str]:

@@ -48,12 +48,24 @@ def _raise_interrupted(signum: int, _frame: FrameType | None) -> None:
 
 def _label(c: Cell) -> str:
     size = f" {c.payload_bytes} B" if c.payload_bytes else ""
-    return f"{c.protocol} {c.kind} {c.load.label}{size} rep {c.repetition}"
+    runtime = "" if c.runtime == "python" else f" ({c.runtime})"
+    return f"{c.protocol}{runtime} {c.kind} {c.load.label}{size} rep {c.repetition}"
 
 
-def _lab(knobs: Knobs, reasons: dict[str, str], topology: str, arms: tuple[str, ...]) -> Lab:
+def _arms(scenario: Scenario) -> dict[str, tuple[str, ...]]:
+    """runtime -> the arms its cells measure, in run order."""
+    found: dict[str, dict[str, None]] = {}
+    for c in scenario.cells():
+        found.setdefault(c.runtime, {})[c.protocol] = None
+    return {runtime: tuple(arms) for runtime, arms in found.items()}
+
+
+def _lab(
+    knobs: Knobs, reasons: dict[str, str], topology: str, arms: dict[str, tuple[str, ...]]
+) -> Lab:
     """Pick each side's metric source: direct scrapes where they answer, else Prometheus.
-    The AMQP arm's edge is looked for only when ``arms`` (the scenario's) include it."""
+    The AMQP arm's edge and the Node.js services are looked for only when ``arms`` (runtime ->
+    the scenario's arms) include them."""
     prom = Prometheus(knobs.prometheus_url) if knobs.prometheus_url else None
     if prom is not None and (why := prom.unreachable()):
         reasons["prometheus"] = why
@@ -64,7 +76,7 @@ def _lab(knobs: Knobs, reasons: dict[str, str], topology: str, arms: tuple[str, 
         reasons["containers"] = "no Prometheus, so no cAdvisor or node-exporter data"
     urls: dict[str, str] = {}
     edges = {"rest": knobs.rest_metrics_url, "grpc": knobs.grpc_metrics_url}
-    if "amqp" in arms:
+    if "amqp" in arms.get("python", ()):
         edges["amqp"] = knobs.amqp_metrics_url
     for proto, url in edges.items():
         serves = ARM_EDGES[proto]
@@ -74,6 +86,14 @@ def _lab(knobs: Knobs, reasons: dict[str, str], topology: str, arms: tuple[str, 
         else:
             via = "using Prometheus" if prom else "server columns empty"
             reasons[f"server_{proto}_scrape"] = f"{why} ({via})"
+    node: dict[str, str] = {}
+    for proto in arms.get("node", ()):
+        url = {"rest": knobs.node_rest_metrics_url, "grpc": knobs.node_grpc_metrics_url}[proto]
+        why = probe(url, "wirelab_server_info", protocol=proto) if url else "no URL given"
+        if why is None:
+            node[proto] = url
+        else:
+            reasons[f"server_{proto}_node_scrape"] = f"{why} (server columns empty)"
     return Lab(
         rest_url=knobs.rest_url,
         grpc_target=knobs.grpc_target,
@@ -88,6 +108,9 @@ def _lab(knobs: Knobs, reasons: dict[str, str], topology: str, arms: tuple[str, 
         net_rest_url=knobs.net_rest_url,
         net_grpc_target=knobs.net_grpc_target,
         amqp_target=knobs.amqp_target,
+        node_rest_url=knobs.node_rest_url,
+        node_grpc_target=knobs.node_grpc_target,
+        node_server_urls=node,
     )
 
 
@@ -95,10 +118,11 @@ def _server_info(lab: Lab) -> dict[str, dict[str, str]]:
     """arm -> the labels of its edge's wirelab_server_info: ``concurrency`` (so runs of the
     two models differ) and ``fanout`` (how it calls its downstreams, which sets the work floor)."""
     found: dict[str, dict[str, str]] = {}
-    for proto, url in lab.server_urls.items():
-        for name, labels, _ in scrape(url, proto):
+    edges = [*lab.server_urls.items(), *((f"{p}-node", u) for p, u in lab.node_server_urls.items())]
+    for edge, url in edges:
+        for name, labels, _ in scrape(url, edge):
             if name == "wirelab_server_info":
-                found[proto] = labels
+                found[edge] = labels
     if lab.prometheus is not None:
         # The arm is the edge's job (the AMQP arm's edge serves gRPC: promql.Export).
         for labels in lab.prometheus.instant(f'wirelab_server_info{{job=~"{"|".join(ARMS)}"}}'):
@@ -138,9 +162,10 @@ def run(scenario: Scenario, knobs: Knobs) -> tuple[int, Path]:
     replicas: list[dict[str, Any]] | None = None if scenario.topology == ONE_HOP else []
     code, phase = EXIT_OK, "preflight"
     network: Network | None = None
-    protocols = tuple(dict.fromkeys(p for g in scenario.groups for p in g.protocols))
+    arms = _arms(scenario)
+    protocols = arms.get("python", ())
     try:
-        lab = _lab(knobs, reasons, scenario.topology, protocols)
+        lab = _lab(knobs, reasons, scenario.topology, arms)
         fanout: dict[str, str] = {}
         try:
             info = _server_info(lab)
@@ -149,8 +174,7 @@ def run(scenario: Scenario, knobs: Knobs) -> tuple[int, Path]:
         except (httpx.HTTPError, ValueError, KeyError) as exc:
             manifest["servers"] = {"reason": f"{type(exc).__name__}: {exc}"}
         phase = "topology"
-        healthy = (knobs.rest_url, knobs.grpc_target, protocols, knobs.health_timeout_s)
-        wait_healthy(*healthy, amqp_target=knobs.amqp_target)
+        _wait_healthy(knobs, arms)
         manifest["topology"] = _topology(scenario, lab, protocols, progress)
         if needed := scenario.networks():
             phase = "network"
@@ -164,9 +188,9 @@ def run(scenario: Scenario, knobs: Knobs) -> tuple[int, Path]:
                 progress.message(f"network {cell.group.network}: {applied['description']}")
                 wait_healthy(knobs.net_rest_url, knobs.net_grpc_target, protocols, 30)
             phase = f"{cell.cell_id}: health"
-            wait_healthy(*healthy, amqp_target=knobs.amqp_target)
+            _wait_healthy(knobs, arms)
             phase = f"{cell.cell_id}: parity"
-            manifest["parity"] = _parity(knobs, protocols)
+            manifest["parity"] = _parity(knobs, arms)
             phase = f"{cell.cell_id}: measure"
 
             def tick(step: str, step_left: float, c: Cell = cell, t0: float = started) -> None:
@@ -176,7 +200,8 @@ def run(scenario: Scenario, knobs: Knobs) -> tuple[int, Path]:
             window, cell_hist = measure(cell, lab, run_dir, tick)
             profile = network.profiles.get(cell.group.network) if network else None
             # Unread (no scrape, no Prometheus): the floor assumes one work after another.
-            mode = fanout.get(cell.protocol) or "unknown"
+            edge = cell.protocol if cell.runtime == "python" else f"{cell.protocol}-{cell.runtime}"
+            mode = fanout.get(edge) or "unknown"
             row = build_row(window, scenario.gates, scenario.topology, profile, mode)
             rows.append(row)
             hist += cell_hist
@@ -220,13 +245,31 @@ def run(scenario: Scenario, knobs: Knobs) -> tuple[int, Path]:
     return code, run_dir
 
 
-def _parity(knobs: Knobs, arms: tuple[str, ...]) -> list[str]:
-    """Before every cell: the arms measured give the same answers to the same inputs."""
+def _wait_healthy(knobs: Knobs, arms: dict[str, tuple[str, ...]]) -> None:
+    """Every service the cells call answers its health check (TimeoutError says which not)."""
+    if python := arms.get("python"):
+        healthy = (knobs.rest_url, knobs.grpc_target, python, knobs.health_timeout_s)
+        wait_healthy(*healthy, amqp_target=knobs.amqp_target)
+    if node := arms.get("node"):
+        wait_healthy(knobs.node_rest_url, knobs.node_grpc_target, node, knobs.health_timeout_s)
+
+
+def _parity(knobs: Knobs, arms: dict[str, tuple[str, ...]]) -> list[str]:
+    """Before every cell: the arms and runtimes measured give the same answers to the same
+    inputs (REST and gRPC of each runtime; the gRPC order through the AMQP arm and through the
+    Node.js service as through the Python gRPC service)."""
+    python, node = set(arms.get("python", ())), set(arms.get("node", ()))
     checked = []
-    if {"rest", "grpc"} <= set(arms):
+    if {"rest", "grpc"} <= python:
         checked += check_parity(knobs.rest_url, knobs.grpc_target)
-    if {"grpc", "amqp"} <= set(arms):
-        checked += check_arm_parity(knobs.grpc_target, knobs.amqp_target)
+    if {"grpc", "amqp"} <= python:
+        checked += check_arm_parity(knobs.grpc_target, knobs.amqp_target, "amqp")
+    if {"rest", "grpc"} <= node:
+        checked += [
+            f"{c} (node)" for c in check_parity(knobs.node_rest_url, knobs.node_grpc_target)
+        ]
+    if "grpc" in python and "grpc" in node:
+        checked += check_arm_parity(knobs.grpc_target, knobs.node_grpc_target, "python = node")
     return checked
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from itertools import product
 from pathlib import Path
 
 from wirelab.contract import KINDS_BY_PROTOCOL
@@ -12,6 +13,8 @@ from wirelab.contract import KINDS_BY_PROTOCOL
 # 2-core machine with the lab idle (a busy host took twice that); a run corrects it from its
 # own cells as they finish (progress.Estimate).
 CELL_OVERHEAD_S = 9.0
+# The services' runtimes a scenario can measure (the compose profile node adds the Node.js ones).
+RUNTIMES = ("python", "node")
 # Unary orders carry no sized payload: one cell per load level, payload column 0.
 UNSIZED_KINDS = frozenset({"unary"})
 
@@ -45,6 +48,9 @@ class Group:
     # A profile of toxiproxy/profiles.toml between the load generator and the services, or
     # "direct" (no proxy); wirelab_bench.network.
     network: str = "direct"
+    # The services' runtimes, each measured on the same cells: python, node (compose profile
+    # node; docs/node.md).
+    runtimes: tuple[str, ...] = ("python",)
 
 
 @dataclass(frozen=True)
@@ -57,7 +63,7 @@ class Gates:
 
 @dataclass(frozen=True)
 class Cell:
-    """One measured window: protocol x kind x load x payload x repetition."""
+    """One measured window: runtime x protocol x kind x load x payload x repetition."""
 
     index: int
     group: Group
@@ -66,12 +72,15 @@ class Cell:
     load: Load
     payload_bytes: int
     repetition: int
+    runtime: str = "python"
 
     @property
     def cell_id(self) -> str:
         network = "" if self.group.network == "direct" else f"_{self.group.network}"
+        # The Python services' cells keep the names they had before runtimes were a dimension.
+        runtime = "" if self.runtime == "python" else f"_{self.runtime}"
         return (
-            f"{self.index:03d}_{self.protocol}_{self.kind}_{self.load.label}"
+            f"{self.index:03d}_{self.protocol}{runtime}_{self.kind}_{self.load.label}"
             f"_{self.payload_bytes}b{network}_r{self.repetition}"
         )
 
@@ -94,21 +103,25 @@ class Scenario:
     topology: str = "one-hop"  # the wiring the lab must run (wirelab_bench.topology)
 
     def cells(self) -> list[Cell]:
-        """The run order; odd repetitions reverse the protocol order, so neither always leads."""
+        """The run order; odd repetitions reverse the protocol and the runtime order, so neither
+        always leads."""
         cells: list[Cell] = []
         for rep in range(self.repetitions):
             for group in self.groups:
                 protocols = group.protocols if rep % 2 == 0 else group.protocols[::-1]
+                runtimes = group.runtimes if rep % 2 == 0 else group.runtimes[::-1]
                 for load in group.loads:
                     for kind in group.kinds:
                         sizes = (0,) if kind in UNSIZED_KINDS else group.payload_sizes
-                        for size in sizes:
-                            for proto in protocols:
-                                if kind in KINDS_BY_PROTOCOL[proto]:
-                                    cells.append(
-                                        Cell(len(cells), group, proto, kind, load, size, rep)
-                                    )
+                        for size, runtime, proto in product(sizes, runtimes, protocols):
+                            if kind in KINDS_BY_PROTOCOL[proto]:
+                                at = len(cells)
+                                cells.append(Cell(at, group, proto, kind, load, size, rep, runtime))
         return cells
+
+    def runtimes(self) -> tuple[str, ...]:
+        """The runtimes the cells need, in run order."""
+        return tuple(dict.fromkeys(r for g in self.groups for r in g.runtimes))
 
     def networks(self) -> tuple[str, ...]:
         """The network profiles the cells need, in run order (``direct`` needs no proxy)."""

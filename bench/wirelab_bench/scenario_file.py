@@ -12,7 +12,7 @@ from wirelab.contract import ALL_KINDS, ARMS, EDGE_PROTOCOLS
 
 from wirelab_bench.knobs import NETWORK_PROFILES
 from wirelab_bench.network import DIRECT, NetworkError, load_profiles
-from wirelab_bench.scenario import Gates, Group, Load, Scenario
+from wirelab_bench.scenario import RUNTIMES, Gates, Group, Load, Scenario
 from wirelab_bench.topology import ONE_HOP, TOPOLOGIES
 
 
@@ -34,6 +34,7 @@ _GROUP_KEYS = {
     "stream_interval_ms": int,
     "work_ms": int,
     "network": str,
+    "runtimes": list,
 }
 _TOP_KEYS = {
     "description": str,
@@ -55,6 +56,7 @@ _DEFAULTS: dict[str, Any] = {
     "stream_interval_ms": 0,
     "work_ms": 0,
     "network": DIRECT,
+    "runtimes": ["python"],
 }
 
 
@@ -110,7 +112,7 @@ def parse_scenario(data: dict[str, Any], path: Path, networks: Collection[str] =
         gates=_gates(data.get("gates", {}), f"{where}: [gates]"),
         topology=topology,
     )
-    check_arms(scenario)
+    check_routes(scenario)
     return scenario
 
 
@@ -118,11 +120,14 @@ def parse_scenario(data: dict[str, Any], path: Path, networks: Collection[str] =
 AMQP_TOPOLOGY = "order-chain"
 
 
-def check_arms(scenario: Scenario) -> None:
-    """Refuse a scenario whose AMQP cells the lab cannot run as labelled: the arm exists in the
-    order chain only, and Toxiproxy carries no route to it (its cells would run direct while
-    their rows named a network profile)."""
+def check_routes(scenario: Scenario) -> None:
+    """Refuse a scenario with cells the lab cannot run as labelled. The AMQP arm exists in the
+    order chain only; the Node.js services in the one-hop lab only, without the AMQP arm; and
+    Toxiproxy carries no route to either (their cells would run direct while their rows named a
+    network profile)."""
     for g in scenario.groups:
+        if "node" in g.runtimes:
+            _check_node(scenario, g)
         if "amqp" not in g.protocols:
             continue
         if scenario.topology != AMQP_TOPOLOGY:
@@ -152,6 +157,7 @@ def _group(m: dict[str, Any], at: str, networks: Collection[str]) -> Group:
         raise ScenarioError(f"{at}: missing key 'loads' (e.g. loads = [{{users = 10}}])")
     kinds = _choices(m["kinds"], ALL_KINDS, "kinds", at)
     protocols = _choices(m["protocols"], ARMS, "protocols", at)
+    runtimes = _choices(m["runtimes"], RUNTIMES, "runtimes", at)
     sizes = m["payload_sizes"]
     if not sizes or not all(isinstance(s, int) and s > 0 for s in sizes):
         raise ScenarioError(f"{at}: payload_sizes must be a non-empty list of positive integers")
@@ -185,7 +191,21 @@ def _group(m: dict[str, Any], at: str, networks: Collection[str]) -> Group:
         stream_interval_ms=m["stream_interval_ms"],
         work_ms=m["work_ms"],
         network=m["network"],
+        runtimes=runtimes,
     )
+
+
+def _check_node(scenario: Scenario, g: Group) -> None:
+    where = f"{scenario.path}: group {g.name}: runtime node"
+    if scenario.topology != ONE_HOP:
+        raise ScenarioError(f"{where} runs in topology {ONE_HOP} only ({scenario.topology} here)")
+    if "amqp" in g.protocols:
+        raise ScenarioError(f"{where} has no AMQP arm (protocols rest and grpc)")
+    if g.network != DIRECT:
+        raise ScenarioError(
+            f"{where} has no route through Toxiproxy; its cells run with network {DIRECT} only"
+            f" (got {g.network})"
+        )
 
 
 def _choices(values: list[Any], allowed: tuple[str, ...], key: str, at: str) -> tuple[str, ...]:

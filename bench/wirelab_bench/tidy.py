@@ -71,6 +71,7 @@ def build_row(
         "network_rtt_ms": net["rtt_ms"],
         "network_jitter_ms": net["jitter_ms"],
         "network_bandwidth_kbps": net["bandwidth_kbps"] or NAN,
+        "runtime": c.runtime,
         "protocol": c.protocol,
         "kind": c.kind,
         "load": c.load.label,
@@ -106,7 +107,7 @@ def build_row(
         ttfm = buckets(snap, f"{side}_ttfm", **pk) if stream and snap is not None else []
         row[f"{side}_ttfm_p50_ms"] = quantile(0.5, ttfm) * 1000
         row[f"{side}_ttfm_p95_ms"] = quantile(0.95, ttfm) * 1000
-    row |= _resources(w, server_requests, pk)
+    row |= _resources(w, server_requests, pk, service_of(c))
     row |= chain_columns(c, topology, w.containers, server_requests)
     if stream and srv is not None:
         row["messages_per_s"] = _ratio(total(srv, "server_messages_sent", **pk), s)
@@ -126,7 +127,14 @@ def build_row(
     return row
 
 
-def _resources(w: Window, server_requests: float, pk: dict[str, str]) -> dict[str, float]:
+def service_of(cell: Cell) -> str:
+    """The compose service of a cell's edge: its protocol's, or the Node.js one (rest-node)."""
+    return cell.protocol if cell.runtime == "python" else f"{cell.protocol}-{cell.runtime}"
+
+
+def _resources(
+    w: Window, server_requests: float, pk: dict[str, str], service: str
+) -> dict[str, float]:
     srv, job = w.server, {"job": pk["protocol"]}
     out: dict[str, float] = {}
     if srv is not None:
@@ -159,7 +167,7 @@ def _resources(w: Window, server_requests: float, pk: dict[str, str]) -> dict[st
     seen_rss = any(n == "server_resident_memory" for n, _ in w.peaks)
     out["peak_rss_bytes"] = total(w.peaks, "server_resident_memory", **job) if seen_rss else NAN
     ct = w.containers
-    svc = {"container_label_com_docker_compose_service": pk["protocol"]}
+    svc = {"container_label_com_docker_compose_service": service}
     cpu = total(ct, "container_cpu_seconds", **svc) if ct is not None else 0.0
     out["container_peak_memory_bytes"] = total(w.peaks, "container_memory", **svc) or NAN
     if cpu > 0 and ct is not None:

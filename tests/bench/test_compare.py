@@ -91,6 +91,9 @@ def test_runtime_is_a_key_once_a_run_has_it() -> None:
     b = pd.DataFrame(_rows("rest", [100] * 3, [5] * 3, runtime="node"))
     assert cmp.compare(a, b).empty
     assert "runtime" in cmp.keys_of(a, b)
+    # A folder from before the column measured the Python services: it matches python cells.
+    older = pd.DataFrame(_rows("rest", [100] * 3, [5] * 3))
+    assert len(cmp.compare(older, a)) == len(cmp.FIGURES)
 
 
 def test_ratio_and_student_t_intervals() -> None:
