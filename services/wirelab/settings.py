@@ -54,6 +54,12 @@ KNOBS = (
     ),
     Knob("rest_header_timeout_seconds", "10", "REST headers must arrive within this; else 408"),
     Knob("rest_body_timeout_seconds", "30", "REST body idle this long: the call is cut off, 408"),
+    Knob("rest_http", "1.1", "REST server: 1.1 = uvicorn (HTTP/1.1); 2 = Granian, which speaks "
+         "HTTP/2 (h2c with prior knowledge, h2 by ALPN under TLS) and HTTP/1.1 on the same port "
+         "(docs/http2.md)", ("1.1", "2")),
+    Knob("rest_tls_cert", "", "WIRELAB_REST_HTTP=2: PEM certificate to serve TLS with (h2 by "
+         "ALPN); empty = cleartext"),
+    Knob("rest_tls_key", "", "that certificate's PEM private key"),
     Knob("rest_max_concurrent_calls", "0", "REST HTTP calls at once; past it 503 (0 = no limit)"),
     Knob(
         "grpc_max_concurrent_calls",
@@ -108,6 +114,9 @@ class Settings:
     rest_max_header_bytes: int = 65536
     rest_header_timeout_seconds: float = 10.0
     rest_body_timeout_seconds: float = 30.0
+    rest_http: str = "1.1"
+    rest_tls_cert: str = ""
+    rest_tls_key: str = ""
     rest_max_concurrent_calls: int = 0
     grpc_max_concurrent_calls: int = 0
     downstream: tuple[str, ...] = ()
@@ -192,6 +201,9 @@ def load(
         rest_max_header_bytes=ints["rest_max_header_bytes"],
         rest_header_timeout_seconds=float(ints["rest_header_timeout_seconds"]),
         rest_body_timeout_seconds=float(ints["rest_body_timeout_seconds"]),
+        rest_http=ns["rest_http"],
+        rest_tls_cert=ns["rest_tls_cert"],
+        rest_tls_key=ns["rest_tls_key"],
         rest_max_concurrent_calls=ints["rest_max_concurrent_calls"],
         grpc_max_concurrent_calls=ints["grpc_max_concurrent_calls"],
         downstream=tuple(d.strip() for d in ns["downstream"].split(",") if d.strip()),

@@ -1,4 +1,4 @@
-"""`python -m wirelab.rest`: the REST service on uvicorn (uvloop + httptools)."""
+"""`python -m wirelab.rest`: the REST service on uvicorn (uvloop + httptools), or on Granian."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from collections.abc import Sequence
 import uvicorn
 
 from wirelab import serving, settings
+from wirelab.rest import http2
 from wirelab.rest.app import create_app
 from wirelab.rest.protocol import Bounds, bounded
 
@@ -26,10 +27,23 @@ def listen(host: str, port: int) -> socket.socket:
         serving.fail_to_listen(PROG, "REST", host, port, exc)
 
 
+def concurrency(config: settings.Settings) -> str:
+    """wirelab_server_info's ``concurrency``, which names the server: the handler mode, and
+    ``-h2`` on the HTTP/2 server (a label of its own would change the metric contract for every
+    runtime)."""
+    return config.rest_handlers + ("-h2" if config.rest_http == "2" else "")
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     config = settings.load(argv, prog=PROG, description="wirelab REST service (FastAPI)")
+    if config.rest_http == "1.1" and (config.rest_tls_cert or config.rest_tls_key):
+        serving.bad_configuration(
+            PROG, ValueError("TLS (WIRELAB_REST_TLS_*) needs WIRELAB_REST_HTTP=2")
+        )
+    if bool(config.rest_tls_cert) != bool(config.rest_tls_key):
+        serving.bad_configuration(PROG, ValueError("TLS needs both WIRELAB_REST_TLS_CERT and _KEY"))
     sock = listen(config.host, config.rest_port)
-    metrics = serving.instruments(config, "rest", config.rest_handlers)
+    metrics = serving.instruments(config, "rest", concurrency(config))
     serving.serve_metrics(config, PROG, metrics)
     ws_max = max(_WS_MIN_MAX_SIZE, config.limits.max_message_bytes * 4 // 3 + 4096)
     bounds = Bounds(
@@ -41,6 +55,14 @@ def main(argv: Sequence[str] | None = None) -> None:
         app = create_app(config, metrics)
     except ValueError as exc:  # knobs that contradict each other, e.g. a gRPC downstream
         serving.bad_configuration(PROG, exc)
+    if config.rest_http == "2":
+        # Granian binds the port itself: ours only proved it free, for the one clear line.
+        sock.close()
+        print(
+            f"{PROG}: listening on {config.host}:{config.rest_port} (HTTP/2, Granian)", flush=True
+        )
+        http2.run(app, config)
+        return
     server = uvicorn.Server(
         uvicorn.Config(
             app,
