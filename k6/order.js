@@ -1,7 +1,7 @@
 // The small order call (ProcessOrder / POST /v1/orders) at a constant arrival rate: k6's
 // open-loop executor starts each call on schedule whether or not earlier ones have answered,
 // from a bounded pool of VUs (one connection each); a call that finds no free VU is not started
-// and k6 counts it in dropped_iterations. Used by `python -m wirelab_bench.crosscheck` and
+// and k6 counts it in dropped_iterations. Used by `python -m wirelab_bench.perf.crosscheck` and
 // `wirelab_bench.perf.openloop`. With WIRELAB_EXECUTOR=constant-vus it is a closed loop instead:
 // WIRELAB_VUS users each sending the next order when the last is answered, as the order-chain
 // study's concurrent orders did (`wirelab_bench.perf.orderchain`).

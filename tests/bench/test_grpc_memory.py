@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from wirelab_bench import grpc_memory
+from wirelab_bench.perf import grpc_memory
 
 pytestmark = pytest.mark.integration
 

@@ -14,7 +14,6 @@ from collections.abc import Callable
 
 import psutil
 import pytest
-from wirelab_bench.loadtools import Load
 from wirelab_bench.perf import hop
 from wirelab_bench.perf.hopstats import (
     ARMS,
@@ -32,9 +31,10 @@ from wirelab_bench.perf.hopstats import (
     relay_cpu,
     spread_problem,
 )
+from wirelab_bench.perf.loadtools import Load
 from wirelab_bench.perf.replicas import ROUND_ROBIN_CONFIG, dns_server, served
+from wirelab_bench.perf.svcprocs import Service
 from wirelab_bench.perf.vegeta import parse_vegeta
-from wirelab_bench.svcprocs import Service
 
 
 def _run(p50_ms: float, relay_cpu_s: float = 0.0, ok: int = 100) -> ArmRun:

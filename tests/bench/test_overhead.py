@@ -11,8 +11,8 @@ from typing import Any, ClassVar
 
 import pytest
 import yaml
-from wirelab_bench import overhead
-from wirelab_bench.overhead import Run, paired_ratios, scraping
+from wirelab_bench.perf import overhead
+from wirelab_bench.perf.overhead import Run, paired_ratios, scraping
 
 from tests.config.queries import REPO, seconds
 

@@ -23,10 +23,10 @@ from wirelab_bench.benchknobs import parser
 from wirelab_bench.cell import free_port
 from wirelab_bench.histo import buckets, quantile
 from wirelab_bench.k6run import run_k6
-from wirelab_bench.locust_overhead import (
+from wirelab_bench.knobs import REPO
+from wirelab_bench.perf.locust_overhead import (
     CLIENT_CPU,
     LAB_LOCUSTFILE,
-    REPO,
     Lab,
     arm_args,
     exit_on_sigterm,
@@ -209,7 +209,7 @@ def _wait_stopped(url: str, timeout: float) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    prog = "python -m wirelab_bench.crosscheck"
+    prog = "python -m wirelab_bench.perf.crosscheck"
     args = parser(prog, __doc__, "WIRELAB_CROSSCHECK", KNOBS).parse_args(argv)
     missing = [tool for tool in (args.ghz, args.k6, "wrk") if shutil.which(tool) is None]
     if missing:

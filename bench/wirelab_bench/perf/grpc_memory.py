@@ -21,7 +21,7 @@ from wirelab.v1 import wirelab_pb2 as pb
 from wirelab.v1 import wirelab_pb2_grpc as pb_grpc
 
 from wirelab_bench.benchknobs import parser
-from wirelab_bench.svcprocs import CLIENT_CPU, SERVER_CPU, pin, service
+from wirelab_bench.perf.svcprocs import CLIENT_CPU, SERVER_CPU, pin, service
 
 MIB = 1024 * 1024
 KNOBS = (
@@ -117,7 +117,7 @@ def burst(mode: str, transfer: Transfer, size: int, calls: int, budget: int) -> 
 
 
 def main(argv: list[str] | None = None) -> int:
-    prog = "python -m wirelab_bench.grpc_memory"
+    prog = "python -m wirelab_bench.perf.grpc_memory"
     args = parser(prog, __doc__, "WIRELAB_GRPC_MEMORY", KNOBS).parse_args(argv)
     pin(CLIENT_CPU)
     size = args.size_mib * MIB

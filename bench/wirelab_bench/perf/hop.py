@@ -54,8 +54,7 @@ from wirelab.v1 import wirelab_pb2_grpc as pb_grpc
 from wirelab_bench.benchknobs import Knob, parser
 from wirelab_bench.cell import free_port
 from wirelab_bench.environment import git_info, host_info
-from wirelab_bench.loadtools import Load, ghz
-from wirelab_bench.overhead import ORDER, REPO, find_ghz, pair_rounds
+from wirelab_bench.knobs import REPO
 from wirelab_bench.perf.hopstats import (
     ARMS,
     BALANCE_ARMS,
@@ -76,10 +75,12 @@ from wirelab_bench.perf.hopstats import (
     relay_cpu,
     spread_problem,
 )
+from wirelab_bench.perf.loadtools import Load, ghz
+from wirelab_bench.perf.overhead import ORDER, find_ghz, pair_rounds
 from wirelab_bench.perf.replicas import dns_server, replicas, served
+from wirelab_bench.perf.svcprocs import CLIENT_CPU, SERVER_CPU, Service, running, service
 from wirelab_bench.perf.vegeta import find_vegeta, vegeta
 from wirelab_bench.results import new_run_dir, write_json
-from wirelab_bench.svcprocs import CLIENT_CPU, SERVER_CPU, Service, running, service
 
 KNOBS: tuple[Knob, ...] = (
     # 100 calls/s keeps the server core below saturation on every arm: REST's via-wirelab arm,

@@ -11,8 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from wirelab_bench.overhead import ORDER, REPO
-from wirelab_bench.svcprocs import CLIENT_CPU
+from wirelab_bench.knobs import REPO
+from wirelab_bench.perf.overhead import ORDER
+from wirelab_bench.perf.svcprocs import CLIENT_CPU
 
 WRK_SCRIPT = Path(__file__).with_name("wrk_paced.lua")
 PROTO = REPO / "proto" / "wirelab" / "v1" / "wirelab.proto"

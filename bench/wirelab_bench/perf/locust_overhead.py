@@ -18,8 +18,8 @@ from typing import Any
 from wirelab_bench.benchknobs import parser
 from wirelab_bench.cell import free_port
 from wirelab_bench.health import wait_healthy
+from wirelab_bench.knobs import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 LAB_LOCUSTFILE = REPO / "locust" / "locustfile.py"
 BARE_LOCUSTFILE = REPO / "locust" / "baseline_locustfile.py"
 # The machine has two cores: the services get one, the load generator the other.
@@ -153,7 +153,7 @@ KNOBS: tuple[tuple[str, type, Any, str], ...] = (
 
 
 def main(argv: list[str] | None = None) -> int:
-    prog = "python -m wirelab_bench.locust_overhead"
+    prog = "python -m wirelab_bench.perf.locust_overhead"
     args = parser(prog, __doc__, "WIRELAB_OVERHEAD", KNOBS).parse_args(argv)
     exit_on_sigterm()
     results: dict[tuple[str, str], list[Result]] = {}

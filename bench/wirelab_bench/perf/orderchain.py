@@ -31,9 +31,9 @@ from wirelab_locust.content import order
 
 from wirelab_bench.benchknobs import parser
 from wirelab_bench.k6run import ClosedRun, run_k6_closed
-from wirelab_bench.locust_overhead import exit_on_sigterm
 from wirelab_bench.perf import write_rows
 from wirelab_bench.perf.confirmations import NONE, Confirmations, between, read, settled
+from wirelab_bench.perf.locust_overhead import exit_on_sigterm
 from wirelab_bench.promql import SERVICE_LABEL
 
 KNOBS = (

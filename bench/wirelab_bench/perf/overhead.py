@@ -32,9 +32,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from wirelab_bench.benchknobs import parser
-from wirelab_bench.svcprocs import CLIENT_CPU, SERVER_CPU, Service, pin, service
+from wirelab_bench.knobs import REPO
+from wirelab_bench.perf.svcprocs import CLIENT_CPU, SERVER_CPU, Service, pin, service
 
-REPO = Path(__file__).resolve().parents[2]
 GOAL = 0.95
 # A small order: the request-response kind at its cheapest, so transport cost dominates.
 ORDER = {
@@ -256,7 +256,7 @@ def verdict(low: float, high: float, control: bool, rounds: int) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    prog = "python -m wirelab_bench.overhead"
+    prog = "python -m wirelab_bench.perf.overhead"
     cli = parser(prog, __doc__, "WIRELAB_OBSERVER", KNOBS)
     args = cli.parse_args(argv)
     if args.against not in ("off", "on"):

@@ -20,9 +20,9 @@ import sys
 import time
 
 from wirelab_bench.benchknobs import parser
-from wirelab_bench.overhead import find_ghz
-from wirelab_bench.prober import between, median_ms, recovery_seconds
-from wirelab_bench.stress import (
+from wirelab_bench.perf.overhead import find_ghz
+from wirelab_bench.perf.prober import between, median_ms, recovery_seconds
+from wirelab_bench.perf.stress import (
     COMMON_KNOBS,
     MIB,
     counts,
@@ -32,7 +32,7 @@ from wirelab_bench.stress import (
     saturated,
     verdict,
 )
-from wirelab_bench.svcprocs import CLIENT_CPU, SERVER_CPU, pin
+from wirelab_bench.perf.svcprocs import CLIENT_CPU, SERVER_CPU, pin
 
 RECOVERY_GOAL_S = 10.0
 KNOBS = (
@@ -95,7 +95,7 @@ def overload(protocol: str, a: argparse.Namespace, ghz_binary: str) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser("python -m wirelab_bench.overload", __doc__, "WIRELAB_OVERLOAD", KNOBS)
+    args = parser("python -m wirelab_bench.perf.overload", __doc__, "WIRELAB_OVERLOAD", KNOBS)
     parsed = args.parse_args(argv)
     protocols = [p for p in parsed.protocols.split(",") if p]
     ghz_binary = find_ghz(parsed.ghz) if "grpc" in protocols else ""

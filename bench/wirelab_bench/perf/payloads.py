@@ -29,7 +29,7 @@ from wirelab.v1 import wirelab_pb2 as pb
 from wirelab.v1 import wirelab_pb2_grpc as pb_grpc
 
 from wirelab_bench.benchknobs import parser
-from wirelab_bench.svcprocs import CLIENT_CPU, SERVER_CPU, pin, service
+from wirelab_bench.perf.svcprocs import CLIENT_CPU, SERVER_CPU, pin, service
 
 MIB = 1024 * 1024
 KNOBS = (
@@ -155,7 +155,7 @@ def measure(transfer: Transfer, size: int, repeats: int) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser(
-        "python -m wirelab_bench.payloads", __doc__, "WIRELAB_PAYLOADS", KNOBS
+        "python -m wirelab_bench.perf.payloads", __doc__, "WIRELAB_PAYLOADS", KNOBS
     ).parse_args(argv)
     sizes = [int(s) * MIB for s in args.sizes.split(",") if s]
     step = args.chunk_bytes

@@ -11,8 +11,8 @@ from contextlib import ExitStack, contextmanager
 
 from wirelab_bench.cell import free_port
 from wirelab_bench.health import wait_healthy
+from wirelab_bench.perf.svcprocs import Service, running
 from wirelab_bench.scrape import scrape
-from wirelab_bench.svcprocs import Service, running
 
 # grpc-go (ghz) balances only over what a resolver returns, and its one resolver of several
 # addresses is DNS, whose answers carry no port: so the replicas share one port, each on its own

@@ -17,9 +17,9 @@ import sys
 import time
 
 from wirelab_bench.benchknobs import parser
-from wirelab_bench.overhead import find_ghz
-from wirelab_bench.prober import between, median_ms, periodic
-from wirelab_bench.stress import (
+from wirelab_bench.perf.overhead import find_ghz
+from wirelab_bench.perf.prober import between, median_ms, periodic
+from wirelab_bench.perf.stress import (
     COMMON_KNOBS,
     MIB,
     counts,
@@ -29,7 +29,7 @@ from wirelab_bench.stress import (
     saturated,
     verdict,
 )
-from wirelab_bench.svcprocs import CLIENT_CPU, SERVER_CPU, pin
+from wirelab_bench.perf.svcprocs import CLIENT_CPU, SERVER_CPU, pin
 
 GROWTH_GOAL = 0.10
 KNOBS = (
@@ -91,7 +91,7 @@ def soak(protocol: str, a: argparse.Namespace, ghz_binary: str) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser("python -m wirelab_bench.soak", __doc__, "WIRELAB_SOAK", KNOBS)
+    args = parser("python -m wirelab_bench.perf.soak", __doc__, "WIRELAB_SOAK", KNOBS)
     parsed = args.parse_args(argv)
     protocols = [p for p in parsed.protocols.split(",") if p]
     ghz_binary = find_ghz(parsed.ghz) if "grpc" in protocols else ""
