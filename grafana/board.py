@@ -11,21 +11,26 @@ from grafana.panels import SCHEMA_VERSION, Json, Q
 KINDS = list(ALL_KINDS)
 STREAMS = [k for k in KINDS if k in STREAM_KINDS]
 KIND = 'kind=~"$kind"'
-SERVICES = 'service=~"rest|grpc"'
-# Raw selectors that mean "the edge the load generator calls" and "the load generator": a
-# topology's hops (job hops) and the edges' own outgoing calls (client families under jobs rest
-# and grpc) are the Topology dashboard's.
-EDGE = 'job=~"rest|grpc"'
+# The edges' runtimes, the `runtime` label prometheus.yml gives their targets (compose's node
+# profile runs the Node.js ones beside the Python ones); a panel shows one runtime at a time.
+RUNTIMES = ["python", "node"]
+RUNTIME = 'runtime="$runtime"'
+# Raw selectors that mean "the edge the load generator calls" (either runtime's) and "the load
+# generator": a topology's hops (job hops) and the edges' own outgoing calls (client families
+# under the edges' jobs) are the Topology dashboard's.
+EDGE = 'job=~"rest|grpc|rest-node|grpc-node"'
 LOCUST = 'job="locust"'
 QUANTILES = (("0.5", "p50"), ("0.95", "p95"), ("0.99", "p99"))
 SERVER_LATENCY = (
-    "protocol_kind_quantile:wirelab_server_request_duration_seconds:histogram_quantile_rate30s"
+    "runtime_protocol_kind_quantile:wirelab_server_request_duration_seconds"
+    ":histogram_quantile_rate30s"
 )
 CLIENT_LATENCY = (
     "protocol_kind_quantile:wirelab_client_request_duration_seconds:histogram_quantile_rate30s"
 )
 SERVER_TTFM = (
-    "protocol_kind_quantile:wirelab_server_time_to_first_message_seconds:histogram_quantile_rate30s"
+    "runtime_protocol_kind_quantile:wirelab_server_time_to_first_message_seconds"
+    ":histogram_quantile_rate30s"
 )
 CLIENT_TTFM = (
     "protocol_kind_quantile:wirelab_client_time_to_first_message_seconds:histogram_quantile_rate30s"
@@ -40,19 +45,30 @@ def quantiles(record: str, selector: str, legend: str) -> list[Q]:
 def custom_variable(name: str, label: str, values: list[str], default: list[str]) -> Json:
     """A multi-value list with an All option (Grafana renders a selection as ``(a|b)``);
     ``default`` may be ``["All"]``."""
+    # Grafana stores an "All" selection as the value $__all.
+    value = ["$__all" if v == "All" else v for v in default]
+    return _custom(
+        name, label, values, default, {"selected": True, "text": default, "value": value}
+    )
+
+
+def choice_variable(name: str, label: str, values: list[str], default: str) -> Json:
+    """A list of which exactly one value is selected, substituted as it is: for a label whose
+    values must not share a line (a legend names the protocol, not the runtime)."""
+    current = {"selected": True, "text": default, "value": default}
+    return _custom(name, label, values, [default], current)
+
+
+def _custom(name: str, label: str, values: list[str], default: list[str], current: Json) -> Json:
+    multi = isinstance(current["value"], list)
     return {
         "type": "custom",
         "name": name,
         "label": label,
         "query": ",".join(values),
-        "multi": True,
-        "includeAll": True,
-        # Grafana stores an "All" selection as the value $__all.
-        "current": {
-            "selected": True,
-            "text": default,
-            "value": ["$__all" if v == "All" else v for v in default],
-        },
+        "multi": multi,
+        "includeAll": multi,
+        "current": current,
         "options": [{"selected": v in default, "text": v, "value": v} for v in values],
         "hide": 0,
     }

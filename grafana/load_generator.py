@@ -129,11 +129,13 @@ def load_generator() -> Dashboard:
         timeseries(
             "Client / server requests",
             "Locust's completed calls per second divided by "
-            "the service's: about 1 when both sides count the same calls.",
+            "the services': about 1 when both sides count the same calls. The services are "
+            "every edge of either runtime (Python, Node.js): Locust calls one of each protocol.",
             [
                 Q(
-                    f"protocol_kind:wirelab_client_requests:rate30s{{{KIND}}} / "
-                    f"protocol_kind:wirelab_server_requests:rate30s{{{KIND}}}",
+                    f"protocol_kind:wirelab_client_requests:rate30s{{{KIND}}} / sum by "
+                    f"(protocol, kind) (runtime_protocol_kind:wirelab_server_requests:rate30s"
+                    f"{{{KIND}}})",
                     "{{protocol}} {{kind}}",
                 )
             ],

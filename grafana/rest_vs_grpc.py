@@ -8,45 +8,59 @@ from grafana.board import (
     EDGE,
     KIND,
     KINDS,
+    RUNTIME,
+    RUNTIMES,
     SERVER_LATENCY,
     SERVER_TTFM,
-    SERVICES,
     STREAMS,
     Dashboard,
+    choice_variable,
     custom_variable,
     quantiles,
 )
 from grafana.panels import Q, heatmap, row, stat, text, timeseries
+
+# The edge services' own figures: one runtime's, as the runtime variable selects.
+SERVER = f"{RUNTIME}, {KIND}"
+# The service containers of that runtime's edges: the compose services named by the `service`
+# label of its edges' scrape targets (cAdvisor's series carry no runtime of their own).
+EDGE_CONTAINERS = f"and on (service) up{{{EDGE}, {RUNTIME}}}"
 
 
 def rest_vs_grpc() -> Dashboard:
     d = Dashboard(
         "wirelab-rest-vs-grpc",
         "wirelab: REST vs gRPC",
-        "Per interaction kind, REST (blue) and gRPC (orange) side by side.",
-        [custom_variable("kind", "kind", KINDS, ["unary"]),
+        "Per interaction kind, REST (blue) and gRPC (orange) side by side, for the Python or the "
+        "Node.js services.",
+        [choice_variable("runtime", "runtime", RUNTIMES, "python"),
+         custom_variable("kind", "kind", KINDS, ["unary"]),
          custom_variable("stream_kind", "stream kind", STREAMS, ["All"])],
     )  # fmt: skip
     d.add(
         text(
             "How to read this",
             "REST is **blue**, gRPC **orange**; p50 solid, p95 and client-side lines dashed, "
-            "p99 dotted. Rates and quantiles come from recording rules over **30 s** windows "
+            "p99 dotted. *runtime* picks the services whose figures the panels show: the Python "
+            "ones or the Node.js ones (compose profile `node`). Client-side lines are Locust's, "
+            "of whichever services its hosts point at. "
+            "Rates and quantiles come from recording rules over **30 s** windows "
             "(container figures **1 m**), see `prometheus/rules/wirelab.rules.yml`. "
             "One container serves every kind, so *CPU-seconds per request* is the cost of the "
             "kind being driven only while one kind runs at a time (as benchmark scenarios do). "
             "Pick kinds above; each gets its own row. Check the *Load generator* dashboard "
             "before trusting a number: a saturated generator measures itself.",
-            h=3,
+            h=4,
         ),
-        row("Both services, all kinds"),
+        row("Both $runtime services, all kinds"),
         stat(
             "Requests/s",
             "Completed calls per second by protocol, all kinds and outcomes "
-            "(server side; sum of protocol_kind:wirelab_server_requests:rate30s).",
+            "(server side; sum of runtime_protocol_kind:wirelab_server_requests:rate30s).",
             [
                 Q(
-                    "sum by (protocol) (protocol_kind:wirelab_server_requests:rate30s)",
+                    "sum by (protocol) "
+                    f"(runtime_protocol_kind:wirelab_server_requests:rate30s{{{RUNTIME}}})",
                     "{{protocol}}",
                 )
             ],
@@ -56,28 +70,34 @@ def rest_vs_grpc() -> Dashboard:
         ),
         timeseries(
             "CPU-seconds per request",
-            "cAdvisor CPU of the rest/grpc container divided "
+            "cAdvisor CPU of each service's container divided "
             "by that service's request rate, 1 m windows "
-            "(protocol:wirelab_server_cpu_seconds_per_request:ratio_rate1m).",
-            [Q("protocol:wirelab_server_cpu_seconds_per_request:ratio_rate1m", "{{protocol}}")],
+            "(runtime_protocol:wirelab_server_cpu_seconds_per_request:ratio_rate1m).",
+            [
+                Q(
+                    "runtime_protocol:wirelab_server_cpu_seconds_per_request:ratio_rate1m"
+                    f"{{{RUNTIME}}}",
+                    "{{protocol}}",
+                )
+            ],
             "s",
             w=5,
         ),
         timeseries(
             "Container CPU",
-            "CPU cores used by each service container (cAdvisor, 1 m "
-            "rate: service:container_cpu_usage_seconds:rate1m).",
-            [Q(f"service:container_cpu_usage_seconds:rate1m{{{SERVICES}}}", "{{service}}")],
+            "CPU cores used by each service container of the runtime "
+            "(cAdvisor, 1 m rate: service:container_cpu_usage_seconds:rate1m).",
+            [Q(f"service:container_cpu_usage_seconds:rate1m {EDGE_CONTAINERS}", "{{service}}")],
             "short",
             exporter=True,
             w=5,
         ),
         timeseries(
             "Container memory",
-            "Working set of each service container (cAdvisor; "
+            "Working set of each service container of the runtime (cAdvisor; "
             "what the kernel would not reclaim: service:container_memory_working_set_"
             "bytes:sum).",
-            [Q(f"service:container_memory_working_set_bytes:sum{{{SERVICES}}}", "{{service}}")],
+            [Q(f"service:container_memory_working_set_bytes:sum {EDGE_CONTAINERS}", "{{service}}")],
             "bytes",
             exporter=True,
             w=5,
@@ -86,9 +106,15 @@ def rest_vs_grpc() -> Dashboard:
             "Network bytes per request",
             "Everything each container received plus sent "
             "(cAdvisor, headers, framing, TCP/IP and the metric scrapes included) per "
-            "request: protocol:wirelab_server_network_bytes_per_request:ratio_rate1m. "
+            "request: runtime_protocol:wirelab_server_network_bytes_per_request:ratio_rate1m. "
             "Dominated by scrapes at low request rates.",
-            [Q("protocol:wirelab_server_network_bytes_per_request:ratio_rate1m", "{{protocol}}")],
+            [
+                Q(
+                    "runtime_protocol:wirelab_server_network_bytes_per_request:ratio_rate1m"
+                    f"{{{RUNTIME}}}",
+                    "{{protocol}}",
+                )
+            ],
             "bytes",
             exporter=True,
             w=5,
@@ -100,7 +126,7 @@ def rest_vs_grpc() -> Dashboard:
             "saw them (dashed); 30 s rate of wirelab_server/client_requests_total.",
             [
                 Q(
-                    f"protocol_kind:wirelab_server_requests:rate30s{{{KIND}}}",
+                    f"runtime_protocol_kind:wirelab_server_requests:rate30s{{{SERVER}}}",
                     "{{protocol}} server",
                 ),
                 Q(
@@ -115,7 +141,7 @@ def rest_vs_grpc() -> Dashboard:
             "p50/p95/p99 of the whole call inside the service, "
             "request arrival to last byte sent (histogram_quantile over 30 s of "
             "wirelab_server_request_duration_seconds_bucket, every outcome).",
-            quantiles(SERVER_LATENCY, KIND, "{{protocol}}"),
+            quantiles(SERVER_LATENCY, SERVER, "{{protocol}}"),
             "s",
         ),
         timeseries(
@@ -132,7 +158,7 @@ def rest_vs_grpc() -> Dashboard:
             "client side (client adds wrong answers and connection errors); 30 s rates.",
             [
                 Q(
-                    f"protocol_kind:wirelab_server_requests:error_ratio_rate30s{{{KIND}}}",
+                    f"runtime_protocol_kind:wirelab_server_requests:error_ratio_rate30s{{{SERVER}}}",
                     "{{protocol}} server",
                 ),
                 Q(
@@ -146,7 +172,12 @@ def rest_vs_grpc() -> Dashboard:
             "In flight",
             "Calls started and not finished inside each service "
             "(wirelab_server_requests_in_flight).",
-            [Q(f"protocol_kind:wirelab_server_requests_in_flight:sum{{{KIND}}}", "{{protocol}}")],
+            [
+                Q(
+                    f"runtime_protocol_kind:wirelab_server_requests_in_flight:sum{{{SERVER}}}",
+                    "{{protocol}}",
+                )
+            ],
             "short",
         ),
         timeseries(
@@ -156,7 +187,7 @@ def rest_vs_grpc() -> Dashboard:
             "server's byte histograms: sum rate / count rate over 30 s.",
             [
                 Q(
-                    f"protocol_kind:wirelab_server_bytes_per_request:ratio_rate30s{{{KIND}}}",
+                    f"runtime_protocol_kind:wirelab_server_bytes_per_request:ratio_rate30s{{{SERVER}}}",
                     "{{protocol}}",
                 )
             ],
@@ -168,11 +199,11 @@ def rest_vs_grpc() -> Dashboard:
             "(response) each service; 30 s rate of the byte histograms' sums.",
             [
                 Q(
-                    f"protocol_kind:wirelab_server_request_bytes:rate30s{{{KIND}}}",
+                    f"runtime_protocol_kind:wirelab_server_request_bytes:rate30s{{{SERVER}}}",
                     "{{protocol}} in",
                 ),
                 Q(
-                    f"protocol_kind:wirelab_server_response_bytes:rate30s{{{KIND}}}",
+                    f"runtime_protocol_kind:wirelab_server_response_bytes:rate30s{{{SERVER}}}",
                     "{{protocol}} out",
                 ),
             ],
@@ -183,17 +214,18 @@ def rest_vs_grpc() -> Dashboard:
             "Server-side call durations per bucket of "
             "wirelab_server_request_duration_seconds (calls per second in each bucket).",
             "sum by (le) (rate(wirelab_server_request_duration_seconds_bucket"
-            f'{{{EDGE}, protocol="rest", {KIND}}}[$__rate_interval]))',
+            f'{{{EDGE}, {RUNTIME}, protocol="rest", {KIND}}}[$__rate_interval]))',
         ),
         heatmap(
             "gRPC latency distribution",
             "Server-side call durations per bucket of "
             "wirelab_server_request_duration_seconds (calls per second in each bucket).",
             "sum by (le) (rate(wirelab_server_request_duration_seconds_bucket"
-            f'{{{EDGE}, protocol="grpc", {KIND}}}[$__rate_interval]))',
+            f'{{{EDGE}, {RUNTIME}, protocol="grpc", {KIND}}}[$__rate_interval]))',
         ),
     )
     stream = 'kind=~"$stream_kind"'
+    server_stream = f"{RUNTIME}, {stream}"
     d.add(
         row("Stream $stream_kind", repeat="stream_kind"),
         timeseries(
@@ -201,7 +233,7 @@ def rest_vs_grpc() -> Dashboard:
             "Request arrival to first response "
             "message sent: p50/p95/p99 over 30 s of "
             "wirelab_server_time_to_first_message_seconds_bucket.",
-            quantiles(SERVER_TTFM, stream, "{{protocol}}"),
+            quantiles(SERVER_TTFM, server_stream, "{{protocol}}"),
             "s",
             w=6,
         ),
@@ -219,11 +251,12 @@ def rest_vs_grpc() -> Dashboard:
             "and received per second; 30 s rates of wirelab_server_messages_*_total.",
             [
                 Q(
-                    f"protocol_kind:wirelab_server_messages_sent:rate30s{{{stream}}}",
+                    f"runtime_protocol_kind:wirelab_server_messages_sent:rate30s{{{server_stream}}}",
                     "{{protocol}} sent",
                 ),
                 Q(
-                    f"protocol_kind:wirelab_server_messages_received:rate30s{{{stream}}}",
+                    f"runtime_protocol_kind:wirelab_server_messages_received:rate30s"
+                    f"{{{server_stream}}}",
                     "{{protocol}} received",
                 ),
             ],

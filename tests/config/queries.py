@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -71,17 +71,25 @@ def substitute(template: str, values: dict[str, str]) -> str:
     return _VARIABLE.sub(value, template)
 
 
-def dashboard_queries() -> list[Query]:
-    """Each panel target as Grafana sends it on opening the dashboard with its defaults.
+def dashboard_queries(choose: Mapping[str, str] | None = None) -> list[Query]:
+    """Each panel target as Grafana sends it on opening the dashboard with its defaults, or with
+    one of a variable's options picked instead, for every dashboard that has that variable
+    (``{"runtime": "node"}``: the REST-vs-gRPC panels over the Node.js services).
 
     A panel in a repeated row is expanded once per selected value of the repeat variable, as
     Grafana does; elsewhere a multi-value selection becomes the regex ``(a|b)``.
     """
     step = seconds(_datasource_time_interval())
     out: list[Query] = []
+    chosen = dict(choose or {})
+    unused = set(chosen)
     for path in sorted(DASHBOARDS.glob("*.json")):
         board = json.loads(path.read_text())
         selected = {v["name"]: _selected(v) for v in board["templating"]["list"]}
+        for variable in board["templating"]["list"]:
+            if variable["name"] in chosen:
+                selected[variable["name"]] = [_option(variable, chosen[variable["name"]])]
+                unused.discard(variable["name"])
         common = {name: _as_regex(vals) for name, vals in selected.items()}
         common["__range"] = _grafana_range(board["time"]["from"])
         repeat: str | None = None
@@ -104,6 +112,8 @@ def dashboard_queries() -> list[Query]:
                         where += f" [{repeat}={copy}]"
                     expr = substitute(target["expr"], values)
                     out.append(Query(where, expr, target["expr"], needs=_needs(panel["title"])))
+    if unused:
+        raise KeyError(f"no dashboard has the variables {sorted(unused)}")
     return out
 
 
@@ -142,6 +152,12 @@ def _selected(variable: dict[str, Any]) -> list[str]:
     if "$__all" in values:
         return [o["value"] for o in variable["options"]]
     return [str(v) for v in values]
+
+
+def _option(variable: dict[str, Any], value: str) -> str:
+    if value not in (o["value"] for o in variable["options"]):
+        raise ValueError(f"${variable['name']} has no option {value!r}")
+    return value
 
 
 def _as_regex(values: list[str]) -> str:

@@ -50,7 +50,7 @@ RATED_BUCKETS = re.compile(r"rate\((\w+_bucket(?:\{[^}]*\})?)\[")
 def test_each_histogram_is_rated_once_by_the_rules() -> None:
     """Three quantiles of one histogram read one recorded bucket rate: computing the rate of
     every bucket series once per quantile tripled the rules' cost (docs/observability.md).
-    Two selections of one histogram are not a repeat: the edges' every kind (job=~"rest|grpc")
+    Two selections of one histogram are not a repeat: the edges' every kind (their jobs)
     and every service's orders only (kind="unary", the topology group) rate fewer series
     together than every kind of every hop rated once and split (a hop pre-initialises them all).
     """

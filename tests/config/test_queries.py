@@ -88,3 +88,34 @@ def test_every_topology_panel_prefix_names_panels() -> None:
         named = [q for q in dashboard_queries() if f": {prefix}" in q.source.replace("'", "")]
         assert named, prefix
         assert all(q.needs == topology for q in named), prefix
+
+
+REST_VS_GRPC = "grafana/dashboards/rest-vs-grpc.json"
+
+
+def test_every_rest_vs_grpc_query_of_the_services_follows_the_runtime() -> None:
+    """The dashboard shows one runtime's services (compose's node profile runs both): a panel
+    over the services that forgot $runtime would add the other runtime's into its lines. Only
+    Locust's own families (it has no runtime) may leave it out."""
+    for query in dashboard_queries():
+        if not query.source.startswith(REST_VS_GRPC):
+            continue
+        locust_only = all("wirelab_client_" in name for name in metric_names(query.expr))
+        assert locust_only or "$runtime" in query.template, query.source
+
+
+def test_a_chosen_runtime_replaces_the_default_in_every_query_that_reads_it() -> None:
+    default = {q.source: q.expr for q in dashboard_queries() if "$runtime" in q.template}
+    node = {q.source: q.expr for q in dashboard_queries({"runtime": "node"})
+            if "$runtime" in q.template}  # fmt: skip
+    assert default and default.keys() == node.keys()
+    for source, expr in node.items():
+        assert 'runtime="node"' in expr and "python" not in expr, source
+        assert expr.replace('runtime="node"', 'runtime="python"') == default[source], source
+
+
+def test_a_choice_no_dashboard_offers_is_refused() -> None:
+    with pytest.raises(ValueError):
+        dashboard_queries({"runtime": "java"})
+    with pytest.raises(KeyError):
+        dashboard_queries({"runtim": "node"})

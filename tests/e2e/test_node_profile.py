@@ -1,6 +1,7 @@
 """compose.yaml's node profile booted (docs/node.md): the Node.js REST and gRPC services built
 from node/Dockerfile on the pinned image or its stand-in, healthy, answering calls of several kinds
-from the host, and counted in Prometheus under runtime="node" by their DNS-found jobs."""
+from the host, counted in Prometheus under runtime="node" by their DNS-found jobs, and shown by
+every REST-vs-gRPC panel over the services once the dashboard's runtime is node."""
 
 from __future__ import annotations
 
@@ -15,12 +16,15 @@ import pytest
 from wirelab.v1 import wirelab_pb2 as pb
 from wirelab.v1 import wirelab_pb2_grpc as pb_grpc
 
+from tests.config.queries import Query, dashboard_queries
 from tests.e2e.lab import Lab, profile_lab, wait_for
 from tests.e2e.prom import Prometheus
 
 pytestmark = pytest.mark.topology
 
-SERVICES = ["rest-node", "grpc-node", "prometheus"]
+# cAdvisor for the dashboard's container panels (CPU, memory, bytes per request).
+SERVICES = ["rest-node", "grpc-node", "cadvisor", "prometheus"]
+REST_VS_GRPC = "grafana/dashboards/rest-vs-grpc.json"
 TIMEOUT = 10.0
 BLOB = bytes(range(256)) * 64  # 16 KiB
 # Calls per (protocol, kind, outcome) the test sends: a bounded, seconds-long mix.
@@ -173,3 +177,37 @@ def test_calls_of_several_kinds_are_counted_per_protocol_kind_and_outcome(
         wait_for("Prometheus to count every call", counted_as_sent, timeout=30)
     except AssertionError:
         pytest.fail(f"Prometheus counts {last}, the test sent {wanted}")
+
+
+def _node_dashboard_queries() -> list[Query]:
+    """The REST-vs-gRPC dashboard's queries over the services, as Grafana sends them with the
+    runtime node picked: those that read $runtime (Locust's lines do not, and no Locust runs)."""
+    return [
+        q
+        for q in dashboard_queries({"runtime": "node"})
+        if q.source.startswith(REST_VS_GRPC)
+        and "$runtime" in q.template
+        and q.expect_data
+        and not q.needs
+    ]
+
+
+def test_every_rest_vs_grpc_query_over_the_services_returns_data_for_node(
+    node_lab: NodeLab,
+) -> None:
+    """Recording rules need an evaluation after two scrapes in their window (10 s groups over
+    30 s; the cAdvisor rules' 1 m over 5 s scrapes): re-checked for 90 s."""
+    wanted = _node_dashboard_queries()
+    assert wanted, f"no query of {REST_VS_GRPC} reads $runtime"
+    missing: list[str] = []
+
+    def all_have_data() -> bool:
+        missing[:] = [
+            f"{q.source}: {q.expr}" for q in wanted if not node_lab.prometheus.query(q.expr)
+        ]
+        return not missing
+
+    try:
+        wait_for("every node dashboard query to return data", all_have_data, timeout=90, every=5)
+    except AssertionError:
+        pytest.fail("queries without data for runtime node:\n" + "\n".join(missing))
