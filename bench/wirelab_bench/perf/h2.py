@@ -1,17 +1,19 @@
-"""Benchmark: HTTP/1.1 JSON vs HTTP/2 JSON vs gRPC, one load tool, one fixed rate, one core.
+"""Benchmark: HTTP/1.1 JSON vs HTTP/2 JSON vs HTTP/2 protobuf vs gRPC, one load tool and rate.
 
 Arms (the small order, POST, work_ms=0), all driven by h2load at the same offered rate from the
 same number of connections: h1-uvicorn, REST JSON over HTTP/1.1 on uvicorn (the lab's REST
 service); h1-granian, the same over HTTP/1.1 on Granian (WIRELAB_REST_HTTP=2); h2-json, the same
-over h2c (prior knowledge) on that Granian process; grpc, the gRPC service's ProcessOrder, the
-order as h2load's body behind gRPC's 5-byte length prefix (content-type application/grpc,
-te: trailers). The servers share the server CPU, h2load has the other. Each round runs every
-arm once in a balanced order that changes from round to round; fresh processes for each set of
-rounds. h2load counts HTTP statuses only, and a gRPC failure is a 200 with grpc-status in the
-trailers: after every arm the server's own wirelab_server_requests_total must show each call
-answered ok, or the run stops. Printed: per arm the median of the rounds' p50 and p99 latency
-and server CPU per call, and the ratios that separate the effects (each round's own ratio,
-then their median), each with its 95 % interval (docs/http2.md says how to read them).
+over h2c (prior knowledge) on that Granian process; h2-proto, the same route over h2c with the
+order as protobuf (application/x-protobuf, gRPC's OrderRequest and OrderReply); grpc, the gRPC
+service's ProcessOrder, the order as h2load's body behind gRPC's 5-byte length prefix
+(content-type application/grpc, te: trailers). The servers share the server CPU, h2load has
+the other. Each round runs every arm once in a balanced order that changes from round to round;
+fresh processes for each set of rounds. h2load counts HTTP statuses only, and a gRPC failure is
+a 200 with grpc-status in the trailers: after every arm the server's own
+wirelab_server_requests_total must show each call answered ok, or the run stops. Printed: per
+arm the median of the rounds' p50 and p99 latency and server CPU per call, and the ratios that
+separate the effects (each round's own ratio, then their median), each with its 95 % interval
+(docs/http2.md says how to read them).
 """
 
 from __future__ import annotations
@@ -51,9 +53,10 @@ KNOBS: tuple[Knob, ...] = (
     ("clients", int, 4, "connections, the same for every arm; each offers rate/clients calls/s"),
     ("streams", int, 1, "calls in flight per HTTP/2 connection at most (HTTP/1.1: always 1)"),
     ("seconds", int, 3, "length of one arm's measured run (whole seconds)"),
-    # 8 rounds: the 95 % interval of the median runs from the 2nd to the 7th value; with four
-    # arms, two full turns of the balanced order.
-    ("rounds", int, 8, "measured rounds; each runs every arm once"),
+    # 10 rounds: the 95 % interval of the median runs from the 2nd to the 9th value; with five
+    # arms, one full turn of the balanced order (an odd number of arms needs twice as many
+    # orders as arms). About 3 minutes with the other defaults.
+    ("rounds", int, 10, "measured rounds; each runs every arm once"),
     ("sets", int, 2, "fresh process sets, the rounds split between them"),
     ("metrics", str, "on", "WIRELAB_METRICS of the services (on: as the lab runs them)"),
     ("h2load", str, "", "path of the h2load binary (default: PATH; apt package nghttp2-client)"),
@@ -61,14 +64,19 @@ KNOBS: tuple[Knob, ...] = (
 )
 GRPC_PATH = "/wirelab.v1.WireLab/ProcessOrder"
 JSON = ("content-type: application/json",)
+PROTOBUF = ("content-type: application/x-protobuf", "accept: application/x-protobuf")
 GRPC = ("content-type: application/grpc", "te: trailers")
 # An arm that completes fewer calls than offered did not get the load the others got.
 KEPT = 0.97
 
 
+def protobuf_body(order: dict[str, Any]) -> bytes:
+    return json_format.ParseDict(order, pb.OrderRequest()).SerializeToString()
+
+
 def grpc_body(order: dict[str, Any]) -> bytes:
     """One gRPC message on the wire: uncompressed flag, big-endian length, the OrderRequest."""
-    message = json_format.ParseDict(order, pb.OrderRequest()).SerializeToString()
+    message = protobuf_body(order)
     return struct.pack(">BI", 0, len(message)) + message
 
 
@@ -89,6 +97,7 @@ ARMS = (
     Arm("h1-uvicorn", "uvicorn", Call("/v1/orders", _ORDER_JSON, JSON, http1=True)),
     Arm("h1-granian", "granian", Call("/v1/orders", _ORDER_JSON, JSON, http1=True)),
     Arm("h2-json", "granian", Call("/v1/orders", _ORDER_JSON, JSON)),
+    Arm("h2-proto", "granian", Call("/v1/orders", protobuf_body(ORDER), PROTOBUF)),
     Arm("grpc", "grpc", Call(GRPC_PATH, grpc_body(ORDER), GRPC)),
 )
 BY_NAME = {arm.name: arm for arm in ARMS}
@@ -98,6 +107,8 @@ EFFECTS = (
     ("HTTP/2: h2c / HTTP/1.1, both JSON on Granian", "h2-json", "h1-granian"),
     ("HTTP/2 as deployed: h2c Granian / HTTP/1.1 uvicorn", "h2-json", "h1-uvicorn"),
     ("protobuf + gRPC: gRPC / h2c JSON", "grpc", "h2-json"),
+    ("protobuf body: h2c protobuf / h2c JSON, Granian", "h2-proto", "h2-json"),
+    ("gRPC's framing and server: gRPC / h2c protobuf", "grpc", "h2-proto"),
 )
 _ORDERS = _balanced(len(ARMS))
 
@@ -186,6 +197,8 @@ def answer(arm: Arm, address: str) -> pb.OrderReply:
         expected = "HTTP/1.1" if call.http1 else "HTTP/2"
         if response.http_version != expected:
             raise RuntimeError(f"{arm.name}: answered over {response.http_version}")
+        if response.headers["content-type"] == "application/x-protobuf":
+            return pb.OrderReply.FromString(response.content)
         return json_format.ParseDict(response.json(), pb.OrderReply())
 
 

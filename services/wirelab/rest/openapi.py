@@ -11,6 +11,7 @@ from fastapi import FastAPI
 from wirelab.core import Limits
 from wirelab.core.limits import INT64_MAX, INT64_MIN, UINT32_MAX
 from wirelab.rest.models import Problem
+from wirelab.rest.protobuf import PROTOBUF
 from wirelab.rest.routes import NDJSON, OCTETS
 
 _PROBLEM = {"application/json": {"schema": {"$ref": "#/components/schemas/Problem"}}}
@@ -19,6 +20,7 @@ _ERRORS: dict[int, dict[str, Any]] = {
         "description": "Malformed input: a negative value, a quantity outside uint32, a total "
         "outside int64, bad base64"
     },
+    406: {"description": "A protobuf order whose Accept header excludes application/x-protobuf"},
     413: {"description": "A value over its maximum in this document, or a body over its limit"},
     422: {
         "description": "A body or parameter that does not parse: not JSON, a wrong type, a "
@@ -35,7 +37,7 @@ _ERRORS: dict[int, dict[str, Any]] = {
 # Every status each operation answers besides 200 and 503; the schemathesis test holds the
 # service to it.
 STATUSES: dict[tuple[str, str], tuple[int, ...]] = {
-    ("post", "/v1/orders"): (400, 413, 422),
+    ("post", "/v1/orders"): (400, 406, 413, 422),  # 406: protobuf orders only (no relay)
     ("get", "/v1/stream"): (400, 413, 422),
     ("post", "/v1/blobs"): (413,),
     ("post", "/v1/blobs/json"): (400, 413, 422),
@@ -116,7 +118,16 @@ def _parameter_ranges(limits: Limits) -> dict[tuple[str, str], tuple[int, int]]:
     }
 
 
-def complete(doc: dict[str, Any], limits: Limits, capped: bool) -> dict[str, Any]:
+def _protobuf_orders(doc: dict[str, Any]) -> None:
+    """``POST /v1/orders`` also takes and answers protobuf (rest/protobuf.py): gRPC's
+    OrderRequest and OrderReply, as bytes; its errors stay JSON."""
+    binary = {"schema": {"type": "string", "format": "binary"}}
+    operation = doc["paths"]["/v1/orders"]["post"]
+    operation["requestBody"]["content"][PROTOBUF] = binary
+    operation["responses"]["200"]["content"][PROTOBUF] = binary
+
+
+def complete(doc: dict[str, Any], limits: Limits, capped: bool, protobuf: bool) -> dict[str, Any]:
     """Declare in ``doc`` the error body and every status each operation answers, the media
     types of binary and NDJSON replies, and ``limits`` as each value's minimum and maximum.
     503 is declared where the service can answer it: on the budgeted operations while there is
@@ -138,6 +149,8 @@ def complete(doc: dict[str, Any], limits: Limits, capped: bool) -> dict[str, Any
         responses.pop("422", None)
         overloaded = capped or (limits.payload_budget_bytes > 0 and (method, path) in BUDGETED)
         for code in (*codes, 503) if overloaded else codes:
+            if code == 406 and not protobuf:
+                continue
             responses[str(code)] = {**_ERRORS[code], "content": _PROBLEM}
         if (method, path) in _REPLIES:
             responses["200"] = _REPLIES[method, path]
@@ -153,17 +166,19 @@ def complete(doc: dict[str, Any], limits: Limits, capped: bool) -> dict[str, Any
     data = upload["schema"]["properties"]["data"]
     data.pop("type")
     data.update(_base64_of_at_most(limits.max_payload_bytes))
+    if protobuf:
+        _protobuf_orders(doc)
     return doc
 
 
-def install(app: FastAPI, limits: Limits, capped: bool) -> None:
+def install(app: FastAPI, limits: Limits, capped: bool, protobuf: bool) -> None:
     """Serve :func:`complete`'s document as ``app``'s ``/openapi.json`` (built once, cached)."""
     generate: Callable[[], dict[str, Any]] = app.openapi
 
     def document() -> dict[str, Any]:
         if app.openapi_schema is None:
             # A copy: FastAPI's document shares dicts with the routes (openapi_extra).
-            app.openapi_schema = complete(copy.deepcopy(generate()), limits, capped)
+            app.openapi_schema = complete(copy.deepcopy(generate()), limits, capped, protobuf)
         return app.openapi_schema
 
     app.openapi = document  # type: ignore[method-assign]  # FastAPI's documented extension point
