@@ -20,20 +20,18 @@ import httpx
 from wirelab_locust.content import order
 
 from wirelab_bench.benchknobs import parser
-from wirelab_bench.cell import free_port
 from wirelab_bench.histo import buckets, quantile
 from wirelab_bench.k6run import run_k6
 from wirelab_bench.knobs import REPO
 from wirelab_bench.perf.locust_overhead import (
-    CLIENT_CPU,
     LAB_LOCUSTFILE,
     Lab,
     arm_args,
     exit_on_sigterm,
-    pinned,
     run_locust,
     services,
 )
+from wirelab_bench.perf.svcprocs import CLIENT_CPU, free_port, pin
 from wirelab_bench.scrape import scrape
 
 WRK_SCRIPT = Path(__file__).with_name("wrk_paced.lua")
@@ -71,9 +69,8 @@ def ghz(binary: str, lab: Lab, rate: float, conns: int, seconds: int) -> Figures
     cmd += ["--call", "wirelab.v1.WireLab.ProcessOrder", "-d", json.dumps(BODY)]
     cmd += ["--rps", f"{rate:g}", "-c", str(conns), "--connections", str(conns)]
     cmd += ["-z", f"{seconds}s", "-O", "json", lab.grpc]
-    out = json.loads(
-        subprocess.run(cmd, check=True, capture_output=True, preexec_fn=pinned(CLIENT_CPU)).stdout
-    )
+    done = subprocess.run(cmd, check=True, capture_output=True, preexec_fn=lambda: pin(CLIENT_CPU))
+    out = json.loads(done.stdout)
     p50 = next(d["latency"] for d in out["latencyDistribution"] if d["percentage"] == 50)
     return Figures("ghz", out["rps"], p50 / 1e6, out["average"] / 1e6)
 
@@ -92,7 +89,7 @@ def wrk(lab: Lab, rate: float, conns: int, seconds: int) -> Figures:
         capture_output=True,
         text=True,
         env=env,
-        preexec_fn=pinned(CLIENT_CPU),
+        preexec_fn=lambda: pin(CLIENT_CPU),
     ).stdout
     median = _duration_ms(re.search(r"^\s+50%\s+(\S+)", out, re.M))
     mean = _duration_ms(re.search(r"^\s+Latency\s+(\S+)", out, re.M))
@@ -163,7 +160,7 @@ def locust(protocol: str, lab: Lab, rate: float, users: int, seconds: int) -> Fi
         proc = subprocess.Popen(
             cmd,
             cwd=tmp,
-            preexec_fn=pinned(CLIENT_CPU),
+            preexec_fn=lambda: pin(CLIENT_CPU),
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )

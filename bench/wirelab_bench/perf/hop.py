@@ -52,7 +52,6 @@ from wirelab.v1 import wirelab_pb2 as pb
 from wirelab.v1 import wirelab_pb2_grpc as pb_grpc
 
 from wirelab_bench.benchknobs import Knob, parser
-from wirelab_bench.cell import free_port
 from wirelab_bench.environment import git_info, host_info
 from wirelab_bench.knobs import REPO
 from wirelab_bench.perf.hopstats import (
@@ -78,7 +77,15 @@ from wirelab_bench.perf.hopstats import (
 from wirelab_bench.perf.loadtools import Load, ghz
 from wirelab_bench.perf.overhead import ORDER, find_ghz, pair_rounds
 from wirelab_bench.perf.replicas import dns_server, replicas, served
-from wirelab_bench.perf.svcprocs import CLIENT_CPU, SERVER_CPU, Service, running, service
+from wirelab_bench.perf.svcprocs import (
+    CLIENT_CPU,
+    SERVER_CPU,
+    Service,
+    address_of,
+    free_port,
+    running,
+    service,
+)
 from wirelab_bench.perf.vegeta import find_vegeta, vegeta
 from wirelab_bench.results import new_run_dir, write_json
 
@@ -142,9 +149,9 @@ def answering(protocol: str, address: str, timeout: float = 30) -> None:
 def bare_relay(protocol: str, cpu: int, downstream: str) -> Iterator[Service]:
     port = free_port()
     cmd = [sys.executable, "-m", "wirelab_bench.perf.barerelay", protocol, str(port), downstream]
-    address = f"http://127.0.0.1:{port}" if protocol == "rest" else f"127.0.0.1:{port}"
-    with running(cmd, cpu, lambda: answering(protocol, address)) as process:
-        yield Service(protocol, address, process, metrics_url="")  # no metrics at all
+    url = address_of(protocol, port)
+    with running(cmd, cpu, lambda: answering(protocol, url)) as process:
+        yield Service(protocol, url, process, metrics_url="")  # no metrics at all
 
 
 # The lab's load balancer (topologies/nginx.conf) reduced to one upstream: the same proxying
@@ -202,14 +209,14 @@ def nginx_relay(protocol: str, cpu: int, downstreams: Sequence[str]) -> Iterator
     port = free_port()
     servers = "".join(f"server {b.removeprefix('http://')}; " for b in downstreams)
     server = (NGINX_REST if protocol == "rest" else NGINX_GRPC).format(servers=servers, port=port)
-    address = f"http://127.0.0.1:{port}" if protocol == "rest" else f"127.0.0.1:{port}"
+    url = address_of(protocol, port)
     with tempfile.TemporaryDirectory() as prefix:
         (Path(prefix) / "tmp").mkdir()
         conf = Path(prefix) / "nginx.conf"
         conf.write_text(NGINX_CONF.format(server=server))
         cmd = [nginx_binary(), "-p", prefix, "-c", str(conf), "-e", "stderr", "-g", "daemon off;"]
-        with running(cmd, cpu, lambda: answering(protocol, address)) as process:
-            yield Service(protocol, address, process, metrics_url="")
+        with running(cmd, cpu, lambda: answering(protocol, url)) as process:
+            yield Service(protocol, url, process, metrics_url="")
 
 
 @dataclass(frozen=True)

@@ -9,21 +9,18 @@ import statistics
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from wirelab_bench.benchknobs import parser
-from wirelab_bench.cell import free_port
-from wirelab_bench.health import wait_healthy
 from wirelab_bench.knobs import REPO
+from wirelab_bench.perf.svcprocs import CLIENT_CPU, SERVER_CPU, pin, service
 
 LAB_LOCUSTFILE = REPO / "locust" / "locustfile.py"
 BARE_LOCUSTFILE = REPO / "locust" / "baseline_locustfile.py"
-# The machine has two cores: the services get one, the load generator the other.
-SERVER_CPU, CLIENT_CPU = 0, 1
 
 
 @dataclass(frozen=True)
@@ -37,46 +34,13 @@ def exit_on_sigterm() -> None:
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
 
 
-def pinned(cpu: int) -> Callable[[], None]:
-    return lambda: os.sched_setaffinity(0, {cpu})
-
-
 @contextmanager
 def services(cpu: int = SERVER_CPU, metrics: str = "off") -> Iterator[Lab]:
     """Both services on 127.0.0.1 free ports, pinned to ``cpu``; metrics off by default so the
     server has headroom and the load generator is what is measured."""
-    rest_port, grpc_port = free_port(), free_port()
-    common = ["--host", "127.0.0.1", "--metrics", metrics]
-    procs = [
-        subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                module,
-                *common,
-                flag,
-                str(port),
-                "--metrics-port",
-                str(free_port()),
-            ],
-            preexec_fn=pinned(cpu),
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        for module, flag, port in (
-            ("wirelab.rest", "--rest-port", rest_port),
-            ("wirelab.rpc", "--grpc-port", grpc_port),
-        )
-    ]
-    try:
-        lab = Lab(f"http://127.0.0.1:{rest_port}", f"127.0.0.1:{grpc_port}")
-        wait_healthy(lab.rest, lab.grpc, ("rest", "grpc"), timeout=30)
-        yield lab
-    finally:
-        for p in procs:
-            p.send_signal(signal.SIGTERM)
-        for p in procs:
-            p.wait(15)
+    extra = ("--metrics", metrics)
+    with service("rest", cpu, extra) as rest, service("grpc", cpu, extra) as rpc:
+        yield Lab(rest.address, rpc.address)
 
 
 @dataclass(frozen=True)
@@ -110,7 +74,7 @@ def run_locust(
             proc = subprocess.Popen(
                 cmd,
                 cwd=tmp,
-                preexec_fn=pinned(cpu),
+                preexec_fn=lambda: pin(cpu),
                 stdout=out,
                 stderr=out,
                 env={**os.environ, **(env or {})},

@@ -19,7 +19,8 @@ from wirelab_bench.benchknobs import parser
 from wirelab_bench.k6run import K6Run, run_k6
 from wirelab_bench.perf import write_rows
 from wirelab_bench.perf.crosscheck import BODY
-from wirelab_bench.perf.locust_overhead import CLIENT_CPU, exit_on_sigterm, services
+from wirelab_bench.perf.locust_overhead import exit_on_sigterm, services
+from wirelab_bench.perf.svcprocs import CLIENT_CPU
 
 # The dashboards' palette (tests/config/test_palette.py holds every plot to it).
 COLORS = {"rest": "tab:blue", "grpc": "tab:orange"}

@@ -4,14 +4,11 @@ from __future__ import annotations
 
 import socketserver
 import struct
-import sys
 import threading
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 
-from wirelab_bench.cell import free_port
-from wirelab_bench.health import wait_healthy
-from wirelab_bench.perf.svcprocs import Service, running
+from wirelab_bench.perf.svcprocs import Service, free_port, service
 from wirelab_bench.scrape import scrape
 
 # grpc-go (ghz) balances only over what a resolver returns, and its one resolver of several
@@ -67,27 +64,14 @@ def dns_server(addresses: tuple[str, ...]) -> Iterator[str]:
 
 
 @contextmanager
-def replica(protocol: str, cpu: int, host: str, port: int, metrics: str) -> Iterator[Service]:
-    """A wirelab service on ``host``:``port``, healthy; svcprocs.service binds 127.0.0.1 on a
-    port of its own choosing, which DNS cannot tell ghz."""
-    module, flag = (
-        ("wirelab.rest", "--rest-port") if protocol == "rest" else ("wirelab.rpc", "--grpc-port")
-    )
-    metrics_port = free_port()
-    cmd = [sys.executable, "-m", module, "--host", host, flag, str(port)]
-    cmd += ["--metrics-port", str(metrics_port), "--metrics", metrics]
-    address = f"http://{host}:{port}" if protocol == "rest" else f"{host}:{port}"
-    with running(cmd, cpu, lambda: wait_healthy(address, address, (protocol,), timeout=30)) as proc:
-        yield Service(protocol, address, proc, f"http://{host}:{metrics_port}/metrics")
-
-
-@contextmanager
 def replicas(protocol: str, cpu: int, count: int, metrics: str) -> Iterator[tuple[Service, ...]]:
-    """``count`` Bs, on 127.0.0.1, 127.0.0.2, ... and one port, all pinned to ``cpu``."""
+    """``count`` Bs, on 127.0.0.1, 127.0.0.2, ... and one port (DNS answers carry no port), all
+    pinned to ``cpu``."""
     port = free_port()
+    extra = ("--metrics", metrics)
     with ExitStack() as stack:
         yield tuple(
-            stack.enter_context(replica(protocol, cpu, f"127.0.0.{k + 1}", port, metrics))
+            stack.enter_context(service(protocol, cpu, extra, host=f"127.0.0.{k + 1}", port=port))
             for k in range(count)
         )
 

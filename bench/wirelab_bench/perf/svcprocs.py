@@ -1,4 +1,5 @@
-"""Start a wirelab service as a real process, pinned to a CPU, and read its CPU time and memory."""
+"""The benchmarks' one way to start a service as a real process: free ports, CPU pinning, health,
+and its CPU time and memory."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ from pathlib import Path
 
 import psutil
 
-from wirelab_bench.cell import free_port
+# The runner's, re-exported: the benchmarks take ports, pinning and services from here alone.
+from wirelab_bench.cell import free_port as free_port
 from wirelab_bench.health import wait_healthy
 
 # The machine has two cores: services get one, the load tool the other.
@@ -22,7 +24,13 @@ SERVER_CPU, CLIENT_CPU = 0, 1
 
 
 def pin(cpu: int) -> None:
+    """Pin the calling process (or, as a ``preexec_fn``, the child about to exec) to ``cpu``."""
     os.sched_setaffinity(0, {cpu})
+
+
+def address_of(protocol: str, port: int, host: str = "127.0.0.1") -> str:
+    """How the benchmarks name a server: a base URL for REST, host:port for gRPC."""
+    return f"http://{host}:{port}" if protocol == "rest" else f"{host}:{port}"
 
 
 @dataclass(frozen=True)
@@ -81,15 +89,22 @@ def running(cmd: Sequence[str], cpu: int, ready: Callable[[], None]) -> Iterator
 
 
 @contextmanager
-def service(protocol: str, cpu: int, extra: Sequence[str] = ()) -> Iterator[Service]:
-    """``python -m wirelab.rest|rpc`` on free loopback ports, pinned to ``cpu``, healthy."""
-    port = free_port()
+def service(
+    protocol: str,
+    cpu: int,
+    extra: Sequence[str] = (),
+    host: str = "127.0.0.1",
+    port: int | None = None,
+) -> Iterator[Service]:
+    """``python -m wirelab.rest|rpc`` on ``host``, pinned to ``cpu``, healthy; on ``port`` if
+    given (replicas sharing one port on several loopback addresses), else on a free one."""
+    port = port or free_port()
     module, flag = (
         ("wirelab.rest", "--rest-port") if protocol == "rest" else ("wirelab.rpc", "--grpc-port")
     )
-    cmd = [sys.executable, "-m", module, "--host", "127.0.0.1", flag, str(port)]
+    cmd = [sys.executable, "-m", module, "--host", host, flag, str(port)]
     metrics_port = free_port()
     cmd += ["--metrics-port", str(metrics_port), *extra]
-    address = f"http://127.0.0.1:{port}" if protocol == "rest" else f"127.0.0.1:{port}"
-    with running(cmd, cpu, lambda: wait_healthy(address, address, (protocol,), timeout=30)) as proc:
-        yield Service(protocol, address, proc, f"http://127.0.0.1:{metrics_port}/metrics")
+    url = address_of(protocol, port, host)
+    with running(cmd, cpu, lambda: wait_healthy(url, url, (protocol,), timeout=30)) as proc:
+        yield Service(protocol, url, proc, f"http://{host}:{metrics_port}/metrics")
