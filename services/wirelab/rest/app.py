@@ -20,7 +20,6 @@ from wirelab.rest import openapi
 from wirelab.rest.concurrency import ConcurrencyLimit
 from wirelab.rest.middleware import MetricsMiddleware
 from wirelab.rest.orderlimit import OrderBodyLimit
-from wirelab.rest.protobuf import ProtobufOrders
 from wirelab.rest.routes import build_router
 from wirelab.settings import Settings
 
@@ -96,10 +95,9 @@ def create_app(settings: Settings, metrics: ServerMetrics | None = None) -> Fast
     )
     budget = PayloadBudget(settings.limits.payload_budget_bytes)
     sync = settings.rest_handlers == "sync"
-    # Protobuf orders are answered here, not relayed: a relay hop speaks its downstreams' JSON.
-    protobuf = relay is None
     capped = settings.rest_max_concurrent_calls > 0
-    openapi.install(app, settings.limits, capped=capped, protobuf=protobuf)
+    # Protobuf orders (rest/protobuf.py) are not relayed: a relay hop speaks its downstreams' JSON.
+    openapi.install(app, settings.limits, capped=capped, protobuf=relay is None)
     app.include_router(build_router(settings.limits, sync, budget, relay))
     app.add_exception_handler(DownstreamError, _downstream_failed)
     app.add_exception_handler(Overloaded, _overloaded)
@@ -112,10 +110,7 @@ def create_app(settings: Settings, metrics: ServerMetrics | None = None) -> Fast
     async def healthz() -> dict[str, str]:
         return {"status": "ok"}
 
-    # Added first, so they run inside the metrics middleware, which then counts their refusals,
-    # and protobuf orders inside the body limit.
-    if protobuf:
-        app.add_middleware(ProtobufOrders, limits=settings.limits, sync=sync)
+    # Added first, so it runs inside the metrics middleware, which then counts its refusals.
     app.add_middleware(OrderBodyLimit, limits=settings.limits)
     if settings.rest_max_concurrent_calls:
         app.add_middleware(ConcurrencyLimit, limit=settings.rest_max_concurrent_calls)

@@ -26,11 +26,13 @@ _BACKLOG = 2048  # as rest/__main__.listen
 
 
 def _http1(settings: Settings) -> HTTP1Settings:
-    # Granian reads request headers into one buffer of this size and refuses more; its header
-    # timeout is in milliseconds (0 would be no time at all, so "off" is a day).
+    # Granian reads request headers into one buffer of this size and answers 431 past it (tested);
+    # its header timeout is in milliseconds, and "off" (0 here) is taken as a day.
     timeout_ms = int(settings.rest_header_timeout_seconds * 1000) or 86_400_000
     limit = settings.rest_max_header_bytes or HTTP1Settings.max_buffer_size
-    return HTTP1Settings(header_read_timeout=timeout_ms, max_buffer_size=limit)
+    # 8 KiB is hyper's documented minimum read buffer (it panics below it): smaller header
+    # limits are held at 8 KiB on HTTP/1.1.
+    return HTTP1Settings(header_read_timeout=timeout_ms, max_buffer_size=max(8192, limit))
 
 
 def _http2(settings: Settings) -> HTTP2Settings:

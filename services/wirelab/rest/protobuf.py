@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-import anyio.to_thread
-from fastapi.responses import JSONResponse, Response
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from fastapi import Request, Response
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import JSONResponse
+from fastapi.routing import APIRoute
 from google.protobuf.message import DecodeError
-from starlette.requests import ClientDisconnect
-from starlette.types import ASGIApp, Receive, Scope, Send
 
 from wirelab import core
 from wirelab.core import CoreError, Limits
@@ -17,14 +20,6 @@ PROTOBUF = "application/x-protobuf"
 _ACCEPTED = frozenset({PROTOBUF, "application/*", "*/*"})
 
 
-def _header(scope: Scope, name: bytes) -> str | None:
-    return next((v.decode("latin-1") for k, v in scope["headers"] if k == name), None)
-
-
-def _media_type(value: str) -> str:
-    return value.split(";", 1)[0].strip().lower()
-
-
 def accepts_protobuf(accept: str | None) -> bool:
     """Whether an Accept header lets the reply be protobuf: none, or one naming it or a wildcard
     over it with a weight above zero."""
@@ -32,68 +27,58 @@ def accepts_protobuf(accept: str | None) -> bool:
         return True
     for item in accept.split(","):
         media, *params = (part.strip() for part in item.split(";"))
-        weights = [p.split("=", 1)[1] for p in params if p.replace(" ", "").startswith("q=")]
-        if media.lower() in _ACCEPTED and not (weights and float(weights[0] or 0) == 0):
+        weights = [
+            p.split("=", 1)[1].strip() for p in params if p.replace(" ", "").startswith("q=")
+        ]
+        if media.lower() in _ACCEPTED and not (weights and _zero(weights[0])):
             return True
     return False
 
 
-def _problem(status: int, detail: str) -> Response:
-    return JSONResponse({"detail": detail}, status_code=status)
+def _zero(weight: str) -> bool:
+    # RFC 9110 weights: "0", "0.0", "0.000"; one that does not parse counts as given.
+    return weight.replace(".", "").strip("0") == "" and weight[:1] == "0"
 
 
-class ProtobufOrders:
-    """Answers orders whose Content-Type is ``application/x-protobuf``: the body is gRPC's
-    ``OrderRequest``, the reply its ``OrderReply`` (the same messages and the same core call as
-    ProcessOrder), errors the JSON ``{"detail": ...}`` of every other route with the statuses
-    the JSON route gives (a body that does not parse: 400, as malformed input; over a limit:
-    413). An Accept header that excludes protobuf: 406. JSON orders pass through untouched.
+def protobuf_orders(limits: Limits, sync: bool) -> type[APIRoute]:
+    """The route class of ``POST /v1/orders`` that also answers protobuf orders: a body whose
+    Content-Type is ``application/x-protobuf`` is gRPC's ``OrderRequest``, the reply its
+    ``OrderReply`` (the same messages, core call and reply builder as ProcessOrder). Every other
+    order goes to FastAPI's JSON handler, untouched.
 
-    A layer inside the order body limit (app.py), so an oversize protobuf order is refused as a
-    JSON one is, and inside the metrics middleware, which counts its calls as any order."""
+    A route class rather than a layer in front of the app, so both encodings take the same way
+    through FastAPI: its routing, the app's exception handlers (a core refusal is the JSON
+    route's 400 or 413, with the same body) and the sync mode's thread pool. A first version as
+    an ASGI layer answered protobuf orders for 0.275 ms of server CPU against JSON's 0.475 ms
+    (perf.h2, 400 calls/s): a gap that measured skipping FastAPI as much as the encoding."""
 
-    def __init__(self, app: ASGIApp, limits: Limits, sync: bool) -> None:
-        self.app = app
-        self.limits = limits
-        self.sync = sync
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if (
-            scope["type"] != "http"
-            or scope["path"] != "/v1/orders"
-            or scope["method"] != "POST"
-            or _media_type(_header(scope, b"content-type") or "") != PROTOBUF
-        ):
-            await self.app(scope, receive, send)
-            return
-        response = await self.answer(scope, receive)
-        await response(scope, receive, send)
-
-    async def answer(self, scope: Scope, receive: Receive) -> Response:
-        if not accepts_protobuf(_header(scope, b"accept")):
-            return _problem(406, f"a protobuf order is answered as {PROTOBUF} only")
-        body = bytearray()
-        while True:
-            message = await receive()
-            if message["type"] != "http.request":
-                raise ClientDisconnect  # recorded as the JSON route's: cancelled, 499
-            body += message.get("body", b"")
-            if not message.get("more_body", False):
-                break
+    async def protobuf(request: Request) -> Response:
+        if not accepts_protobuf(request.headers.get("accept")):
+            detail = f"a protobuf order is answered as {PROTOBUF} only"
+            return JSONResponse({"detail": detail}, status_code=406)
         try:
-            request = pb.OrderRequest.FromString(bytes(body))
+            order = pb.OrderRequest.FromString(await request.body())
         except DecodeError as exc:
-            return _problem(400, f"body is not a protobuf wirelab.v1.OrderRequest: {exc}")
-        o, limits = request.order, self.limits
-        try:
-            if self.sync:
-                totals = await anyio.to_thread.run_sync(
-                    core.process_order, o, request.work_ms, request.count_words, limits
-                )
-            else:
-                totals = await core.process_order_async(
-                    o, request.work_ms, request.count_words, limits
-                )
-        except CoreError as exc:
-            return _problem(413 if exc.over_limit else 400, exc.message)
-        return Response(order_reply(request, totals).SerializeToString(), media_type=PROTOBUF)
+            raise CoreError(f"body is not a protobuf wirelab.v1.OrderRequest: {exc}") from None
+        o = order.order
+        if sync:
+            totals = await run_in_threadpool(
+                core.process_order, o, order.work_ms, order.count_words, limits
+            )
+        else:
+            totals = await core.process_order_async(o, order.work_ms, order.count_words, limits)
+        return Response(order_reply(order, totals).SerializeToString(), media_type=PROTOBUF)
+
+    class ProtobufOrders(APIRoute):
+        def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+            json = super().get_route_handler()
+
+            async def handler(request: Request) -> Response:
+                media = request.headers.get("content-type", "")
+                if media.split(";", 1)[0].strip().lower() == PROTOBUF:
+                    return await protobuf(request)
+                return await json(request)
+
+            return handler
+
+    return ProtobufOrders

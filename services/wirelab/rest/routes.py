@@ -21,6 +21,7 @@ from wirelab.rest.bodies import (
     check_declared_length,
 )
 from wirelab.rest.models import Blob, BlobDigest, BlobUpload, OrderReply, OrderRequest
+from wirelab.rest.protobuf import protobuf_orders
 from wirelab.rest.streaming import StreamedResponse
 
 P = ParamSpec("P")
@@ -200,7 +201,10 @@ def build_router(
 
     # One name in both modes, so the OpenAPI document (operationId, summary) does not change.
     orders = orders_relayed if relay is not None else orders_sync if sync else orders_async
-    router.post("/orders", response_model=OrderReply, name="process_order")(orders)
+    router.add_api_route(
+        "/orders", orders, methods=["POST"], response_model=OrderReply, name="process_order",
+        route_class_override=None if relay is not None else protobuf_orders(limits, sync),
+    )  # fmt: skip
     router.get("/stream", response_class=StreamingResponse)(cpu(stream))
     router.post("/blobs", response_model=BlobDigest, openapi_extra=_BINARY_BODY)(cpu(upload))
     router.post("/blobs/json", response_model=BlobDigest, openapi_extra=_JSON_BLOB_BODY)(
