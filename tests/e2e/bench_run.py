@@ -9,6 +9,8 @@ from pathlib import Path
 from subprocess import CompletedProcess
 from typing import Any
 
+import pandas as pd
+
 from tests.config.queries import REPO
 from tests.e2e.lab import COMPOSE, Lab
 
@@ -25,16 +27,14 @@ def bench_command(lab: Lab, scenario: str, *extra: str) -> list[str]:
 def host_env(lab: Lab) -> dict[str, str]:
     """The README's host commands (`make bench`, `make report`) pointed at this lab's published
     ports and results folder instead of the default ones."""
-    return {
-        **lab.env,
-        "WIRELAB_BENCH_REST_URL": lab.url("rest", 8000),
-        "WIRELAB_BENCH_GRPC_TARGET": lab.url("grpc", 50051).removeprefix("http://"),
-        "WIRELAB_BENCH_PROMETHEUS_URL": lab.url("prometheus", 9090),
-        "WIRELAB_BENCH_REST_METRICS_URL": lab.url("rest", 9100) + "/metrics",
-        "WIRELAB_BENCH_GRPC_METRICS_URL": lab.url("grpc", 9100) + "/metrics",
-        "WIRELAB_BENCH_RESULTS_DIR": str(lab.results),
-        "WIRELAB_BENCH_COMPOSE_PROJECT": lab.project,
-    }
+    return bench_env(
+        lab,
+        rest_url=lab.url("rest", 8000),
+        grpc_target=lab.url("grpc", 50051).removeprefix("http://"),
+        prometheus_url=lab.url("prometheus", 9090),
+        rest_metrics_url=lab.url("rest", 9100) + "/metrics",
+        grpc_metrics_url=lab.url("grpc", 9100) + "/metrics",
+    )
 
 
 def make(target: str, env: dict[str, str], timeout: float, *args: str) -> CompletedProcess[str]:
@@ -50,3 +50,40 @@ def new_run(results: Path, before: set[Path]) -> tuple[Path, dict[str, Any]]:
     assert len(fresh) == 1, f"expected one new results folder, found {fresh}"
     manifest: dict[str, Any] = json.loads((fresh[0] / "manifest.json").read_text())
     return fresh[0], manifest
+
+
+def bench_env(lab: Lab, output: Path | None = None, **knobs: str) -> dict[str, str]:
+    """The environment of `make bench` / `make report` from the host against this lab: its
+    results folder and compose project, the report into ``output`` (else the default), and
+    runner knobs by name (``rest_url="..."`` sets WIRELAB_BENCH_REST_URL)."""
+    report = {"WIRELAB_REPORT_OUTPUT": str(output)} if output is not None else {}
+    return {
+        **lab.env,
+        "WIRELAB_BENCH_RESULTS_DIR": str(lab.results),
+        "WIRELAB_BENCH_COMPOSE_PROJECT": lab.project,
+        **report,
+        **{f"WIRELAB_BENCH_{name.upper()}": value for name, value in knobs.items()},
+    }
+
+
+def bench(
+    lab: Lab, env: dict[str, str], scenario: Path
+) -> tuple[Path, dict[str, Any], pd.DataFrame]:
+    """`make bench SCENARIO=<scenario>`: it exits 0 and leaves one complete run; that run's
+    folder, manifest and tidy table."""
+    before = set(lab.results.iterdir())
+    done = make("bench", env, 600, f"SCENARIO={scenario}")
+    assert done.returncode == 0, f"make bench exited {done.returncode}:\n{done.stderr[-4000:]}"
+    run_dir, manifest = new_run(lab.results, before)
+    assert manifest["status"] == "complete", manifest
+    return run_dir, manifest, pd.read_csv(run_dir / "tidy.csv")
+
+
+def report(env: dict[str, str], run_dir: Path) -> None:
+    """`make report` on ``run_dir`` exits 0 and no cell of the executed notebook raised."""
+    done = make("report", env, 600, f"RUN={run_dir}")
+    assert done.returncode == 0, f"make report failed:\n{done.stderr[-4000:]}"
+    notebook = json.loads((Path(env["WIRELAB_REPORT_OUTPUT"]) / "report.ipynb").read_text())
+    errors = [o for c in notebook["cells"] for o in c.get("outputs", [])
+              if o.get("output_type") == "error"]  # fmt: skip
+    assert not errors, errors

@@ -6,7 +6,6 @@ process is killed mid-run; a consumer started while the broker is down is not re
 
 from __future__ import annotations
 
-import json
 import subprocess
 import time
 from collections import Counter
@@ -17,7 +16,6 @@ from functools import partial
 from pathlib import Path
 
 import grpc
-import pandas as pd
 import pika
 import pytest
 from wirelab.amqp import wire
@@ -25,17 +23,19 @@ from wirelab.v1 import wirelab_pb2 as pb
 from wirelab.v1 import wirelab_pb2_grpc as pb_grpc
 
 from tests.config.queries import all_queries
-from tests.e2e.bench_run import make, new_run
+from tests.e2e.bench_run import bench, bench_env, report
 from tests.e2e.lab import Lab, healthy, profile_lab, wait_for
 from tests.e2e.prom import Prometheus
 
 pytestmark = pytest.mark.topology
 
 QUEUES = ("amqp-product", "amqp-customer", "amqp-shipping")
-# The gRPC arm beside it: the runner measures both, and their edges (both gRPC servers) must stay
-# apart in every figure.
-GRPC_ARM = ["grpc", "grpc-product", "grpc-customer", "grpc-shipping"]
-SERVICES = ["rabbitmq", *QUEUES, "amqp", *GRPC_ARM, "prometheus"]
+# The REST and gRPC arms beside it: the runner measures the three, and the AMQP and gRPC arms'
+# edges (both gRPC servers) must stay apart in every figure.
+OTHER_ARMS = [
+    f"{p}{s}" for p in ("rest", "grpc") for s in ("", "-product", "-customer", "-shipping")
+]
+SERVICES = ["rabbitmq", *QUEUES, "amqp", *OTHER_ARMS, "prometheus"]
 ORDERS = 60  # a few seconds of orders, bounded by count
 WORK_MS = 5
 CALL_TIMEOUT = 10.0
@@ -162,40 +162,33 @@ def test_the_amqp_arms_queries_return_data(arm: Arm) -> None:
         pytest.fail("queries without data:\n" + "\n".join(missing))
 
 
-def test_bench_measures_the_amqp_arm_beside_the_grpc_arm_and_the_report_reads_it(
-    arm: Arm, tmp_path: Path
-) -> None:
-    """`make bench` with a seconds-long order-chain scenario over the gRPC and AMQP arms, from the
-    host: parity through both edges, each row counted from its own edge (the two gRPC servers'
-    series kept apart), three queue calls per AMQP order; then `make report` without an error."""
+def test_bench_measures_the_three_arms_and_the_report_reads_them(arm: Arm, tmp_path: Path) -> None:
+    """`make bench` with a seconds-long order-chain scenario over the REST, gRPC and AMQP arms,
+    from the host: parity through the three edges, each row counted from its own edge (the two
+    gRPC servers' series kept apart), three downstream calls per order on every arm; then `make
+    report` without an error."""
     scenario = tmp_path / "order-chain-arms.toml"
     scenario.write_text(
-        f'topology = "order-chain"\nprotocols = ["grpc", "amqp"]\nkinds = ["unary"]\n'
+        f'topology = "order-chain"\nprotocols = ["rest", "grpc", "amqp"]\nkinds = ["unary"]\n'
         f'work_ms = {WORK_MS}\nloads = [{{ users = 2, label = "smoke" }}]\n'
         "warmup_s = 0.5\nduration_s = 3\ncooldown_s = 0\n"
     )
     lab = arm.lab
-    env = {
-        **lab.env,
-        "WIRELAB_BENCH_GRPC_TARGET": lab.url("grpc", 50051).removeprefix("http://"),
-        "WIRELAB_BENCH_GRPC_METRICS_URL": lab.url("grpc", 9100) + "/metrics",
-        "WIRELAB_BENCH_AMQP_TARGET": arm.edge,
-        "WIRELAB_BENCH_AMQP_METRICS_URL": lab.url("amqp", 9100) + "/metrics",
-        "WIRELAB_BENCH_PROMETHEUS_URL": lab.url("prometheus", 9090),
-        "WIRELAB_BENCH_REST_METRICS_URL": "",
-        "WIRELAB_BENCH_RESULTS_DIR": str(lab.results),
-        "WIRELAB_BENCH_COMPOSE_PROJECT": lab.project,
-        "WIRELAB_REPORT_OUTPUT": str(tmp_path),
-    }
-    before = set(lab.results.iterdir())
-    done = make("bench", env, 600, f"SCENARIO={scenario}")
-    assert done.returncode == 0, f"make bench exited {done.returncode}:\n{done.stderr[-4000:]}"
-    run_dir, manifest = new_run(lab.results, before)
-    assert manifest["status"] == "complete", manifest
-    assert "unary (amqp)" in manifest["parity"], manifest["parity"]
+    env = bench_env(
+        lab,
+        tmp_path,
+        rest_url=lab.url("rest", 8000),
+        rest_metrics_url=lab.url("rest", 9100) + "/metrics",
+        grpc_target=lab.url("grpc", 50051).removeprefix("http://"),
+        grpc_metrics_url=lab.url("grpc", 9100) + "/metrics",
+        amqp_target=arm.edge,
+        amqp_metrics_url=lab.url("amqp", 9100) + "/metrics",
+        prometheus_url=lab.url("prometheus", 9090),
+    )
+    run_dir, manifest, tidy = bench(lab, env, scenario)
+    assert {"unary", "unary (amqp)"} <= set(manifest["parity"]), manifest["parity"]
     assert len(manifest["topology"]["peers"]["amqp"]) == len(QUEUES), manifest["topology"]
-    tidy = pd.read_csv(run_dir / "tidy.csv")
-    assert set(tidy["protocol"]) == {"grpc", "amqp"}
+    assert set(tidy["protocol"]) == {"rest", "grpc", "amqp"}
     assert (tidy["errors"] == 0).all(), tidy.to_string()
     for _, row in tidy.iterrows():
         # Each edge served about what Locust sent it (window edges split a call or two), not
@@ -204,12 +197,7 @@ def test_bench_measures_the_amqp_arm_beside_the_grpc_arm_and_the_report_reads_it
         assert served == pytest.approx(row["requests"], rel=0.15, abs=3), row.to_dict()
         assert row["hop_calls_per_order"] == pytest.approx(3, rel=0.15), row.to_dict()
         assert row["server_source"] == "scrape", row.to_dict()
-    report = make("report", env, 600, f"RUN={run_dir}")
-    assert report.returncode == 0, f"make report failed:\n{report.stderr[-4000:]}"
-    notebook = json.loads((tmp_path / "report.ipynb").read_text())
-    errors = [o for c in notebook["cells"] for o in c.get("outputs", [])
-              if o.get("output_type") == "error"]  # fmt: skip
-    assert not errors, errors
+    report(env, run_dir)
 
 
 def test_malformed_messages_are_dead_lettered_and_counted_and_the_consumer_goes_on(

@@ -1,7 +1,8 @@
 """compose.yaml's node profile booted (docs/node.md): the Node.js REST and gRPC services built
 from node/Dockerfile on the pinned image or its stand-in, healthy, answering calls of several kinds
 from the host, counted in Prometheus under runtime="node" by their DNS-found jobs, and shown by
-every REST-vs-gRPC panel over the services once the dashboard's runtime is node."""
+every REST-vs-gRPC panel over the services once the dashboard's runtime is node; `make bench`
+measures them as runtime node and `make report` reads the run."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import subprocess
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import grpc
 import httpx
@@ -17,6 +19,7 @@ from wirelab.v1 import wirelab_pb2 as pb
 from wirelab.v1 import wirelab_pb2_grpc as pb_grpc
 
 from tests.config.queries import Query, dashboard_queries
+from tests.e2e.bench_run import bench, bench_env, report
 from tests.e2e.lab import Lab, profile_lab, wait_for
 from tests.e2e.prom import Prometheus
 
@@ -211,3 +214,36 @@ def test_every_rest_vs_grpc_query_over_the_services_returns_data_for_node(
         wait_for("every node dashboard query to return data", all_have_data, timeout=90, every=5)
     except AssertionError:
         pytest.fail("queries without data for runtime node:\n" + "\n".join(missing))
+
+
+def test_bench_measures_the_node_runtime_and_the_report_reads_it(
+    node_lab: NodeLab, tmp_path: Path
+) -> None:
+    """`make bench` with a seconds-long `runtimes = ["node"]` scenario from the host: parity of
+    the Node services' REST and gRPC, each row counted from its own service's /metrics and from
+    cAdvisor's container of that service; then `make report` without an error."""
+    scenario = tmp_path / "node.toml"
+    scenario.write_text(
+        'runtimes = ["node"]\nkinds = ["unary", "download"]\npayload_sizes = [4096]\n'
+        'loads = [{ users = 2, label = "smoke" }]\nwarmup_s = 0.5\nduration_s = 3\ncooldown_s = 0\n'
+    )
+    lab = node_lab.lab
+    env = bench_env(
+        lab,
+        tmp_path,
+        node_rest_url=node_lab.rest_url,
+        node_grpc_target=node_lab.grpc_target,
+        node_rest_metrics_url=lab.url("rest-node", 9100) + "/metrics",
+        node_grpc_metrics_url=lab.url("grpc-node", 9100) + "/metrics",
+        prometheus_url=lab.url("prometheus", 9090),
+        rest_metrics_url="",
+        grpc_metrics_url="",
+    )
+    run_dir, manifest, tidy = bench(lab, env, scenario)
+    assert {"unary (node)", "download (node)"} <= set(manifest["parity"]), manifest["parity"]
+    assert set(tidy["runtime"]) == {"node"} and set(tidy["protocol"]) == {"rest", "grpc"}
+    assert (tidy["errors"] == 0).all(), tidy.to_string()
+    assert (tidy["server_source"] == "scrape").all(), tidy.to_string()
+    ratio = tidy["server_requests_per_s"] * tidy["window_s"] / tidy["requests"]
+    assert ratio.between(0.5, 1.5).all(), tidy.to_string()
+    report(env, run_dir)

@@ -4,7 +4,6 @@ the cluster the spread over replicas and a replica killed mid-run."""
 
 from __future__ import annotations
 
-import json
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -15,13 +14,12 @@ from pathlib import Path
 
 import grpc
 import httpx
-import pandas as pd
 import pytest
 from wirelab.v1 import wirelab_pb2 as pb
 from wirelab.v1 import wirelab_pb2_grpc as pb_grpc
 
 from tests.config.queries import ANY_TOPOLOGY, REPO, all_queries
-from tests.e2e.bench_run import host_env, make, new_run
+from tests.e2e.bench_run import bench, host_env, report
 from tests.e2e.engine import engine_for
 from tests.e2e.lab import Lab, booted, healthy, wait_for
 from tests.e2e.prom import Prometheus
@@ -261,13 +259,8 @@ def test_bench_and_report_on_this_topology(topology: Running, tmp_path: Path) ->
         'loads = [{ users = 2, label = "smoke" }]\nwarmup_s = 0.5\nduration_s = 2\ncooldown_s = 0\n'
     )
     env = host_env(topology.lab) | {"WIRELAB_REPORT_OUTPUT": str(tmp_path)}
-    before = set(topology.lab.results.iterdir())
-    done = make("bench", env, 600, f"SCENARIO={scenario}")
-    assert done.returncode == 0, f"make bench exited {done.returncode}:\n{done.stderr[-4000:]}"
-    run_dir, manifest = new_run(topology.lab.results, before)
-    assert manifest["status"] == "complete", manifest
+    run_dir, manifest, tidy = bench(topology.lab, env, scenario)
     assert manifest["topology"]["name"] == topology.name, manifest["topology"]
-    tidy = pd.read_csv(run_dir / "tidy.csv")
     assert set(tidy["topology"]) == {topology.name}
     assert (tidy["errors"] == 0).all(), tidy.to_string()
     hops = {p: len(pairs) for p, pairs in topology.shape.hops.items()}
@@ -275,9 +268,4 @@ def test_bench_and_report_on_this_topology(topology: Running, tmp_path: Path) ->
         # Window edges can split an order from its downstream calls: a few in a hundred.
         expected = pytest.approx(hops[row["protocol"]], rel=0.1)
         assert row["hop_calls_per_order"] == expected, row.to_dict()
-    report = make("report", env, 600, f"RUN={run_dir}")
-    assert report.returncode == 0, f"make report failed:\n{report.stderr[-4000:]}"
-    notebook = json.loads((tmp_path / "report.ipynb").read_text())
-    errors = [o for c in notebook["cells"] for o in c.get("outputs", [])
-              if o.get("output_type") == "error"]  # fmt: skip
-    assert not errors, errors
+    report(env, run_dir)
