@@ -14,6 +14,9 @@ from grafana.board import (
 )
 from grafana.panels import Q, stat, table, text, timeseries
 
+# The containers that can set a run's pace: the edges of either runtime, the AMQP arm's, Locust's.
+BUSY = '"(rest|grpc)(-node)?|amqp|locust.*"'
+
 
 def load_generator() -> Dashboard:
     d = Dashboard(
@@ -87,15 +90,10 @@ def load_generator() -> Dashboard:
         ),
         timeseries(
             "Who is busy: containers",
-            "CPU cores of the services and the load "
-            "generator containers side by side (cAdvisor, 1 m): the one pinned at its "
-            "limit sets the pace.",
-            [
-                Q(
-                    'service:container_cpu_usage_seconds:rate1m{service=~"rest|grpc|locust.*"}',
-                    "{{service}}",
-                )
-            ],
+            "CPU cores of the services under test (either runtime, the AMQP arm's edge) and "
+            "the load generator containers side by side (cAdvisor, 1 m): the one pinned at "
+            "its limit sets the pace.",
+            [Q(f"service:container_cpu_usage_seconds:rate1m{{service=~{BUSY}}}", "{{service}}")],
             "short",
             exporter=True,
             w=12,
