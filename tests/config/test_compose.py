@@ -109,6 +109,7 @@ def test_service_knobs_without_a_compose_default_pass_through_when_set() -> None
         "WIRELAB_MAX_ORDER_BYTES",
         "WIRELAB_REST_MAX_CONCURRENT_CALLS",
         "WIRELAB_GRPC_MAX_CONCURRENT_CALLS",
+        "WIRELAB_REST_HTTP",
     )
     for env, expected in (({}, None), (dict.fromkeys(knobs, "7"), "7")):
         done = subprocess.run(
@@ -120,3 +121,28 @@ def test_service_knobs_without_a_compose_default_pass_through_when_set() -> None
         for service in ("rest", "grpc"):
             environment = services[service]["environment"]
             assert {k: environment.get(k) for k in knobs} == dict.fromkeys(knobs, expected)
+
+
+def test_locust_can_be_pointed_at_the_node_services() -> None:
+    """Both Locust processes call the Python services by default, and the Node.js ones (profile
+    node) when the host says so: the same users, dashboards and rules for either runtime."""
+    wanted = {
+        "WIRELAB_LOCUST_REST_HOST": "http://rest-node:8000",
+        "WIRELAB_LOCUST_GRPC_TARGET": "grpc-node:50051",
+    }
+    for env, rest, grpc in (
+        ({}, "http://rest:8000", "grpc:50051"),
+        (wanted, "http://rest-node:8000", "grpc-node:50051"),
+    ):
+        done = subprocess.run(
+            ["docker", "compose", "config", "--format", "json"], cwd=REPO, capture_output=True,
+            text=True, env={**{k: v for k, v in os.environ.items() if k not in wanted}, **env},
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        services = json.loads(done.stdout)["services"]
+        for name in ("locust", "locust-worker"):
+            environment = services[name]["environment"]
+            assert (environment["LOCUST_REST_HOST"], environment["LOCUST_GRPC_TARGET"]) == (
+                rest,
+                grpc,
+            ), name
