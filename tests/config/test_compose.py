@@ -90,13 +90,20 @@ def test_wirelab_bench_host_defaults_reach_the_services_metrics(config: dict[str
         assert _published(config, service, 9100) == (url.hostname, str(url.port)), knob
 
 
-def test_the_metrics_ports_follow_wirelab_bind() -> None:
+def services_with(env: dict[str, str], unset: tuple[str, ...] = ()) -> dict[str, Any]:
+    """`docker compose config`'s services with ``env`` set and ``unset`` removed from the host's."""
+    host = {k: v for k, v in os.environ.items() if k not in unset}
     done = subprocess.run(
         ["docker", "compose", "config", "--format", "json"], cwd=REPO, capture_output=True,
-        text=True, env={**os.environ, "WIRELAB_BIND": "::1"},
+        text=True, env={**host, **env},
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    config = json.loads(done.stdout)
+    services: dict[str, Any] = json.loads(done.stdout)["services"]
+    return services
+
+
+def test_the_metrics_ports_follow_wirelab_bind() -> None:
+    config = {"services": services_with({"WIRELAB_BIND": "::1"})}
     assert _published(config, "rest", 9100)[0] == "::1"
     assert _published(config, "grpc", 9100)[0] == "::1"
 
@@ -112,12 +119,7 @@ def test_service_knobs_without_a_compose_default_pass_through_when_set() -> None
         "WIRELAB_REST_HTTP",
     )
     for env, expected in (({}, None), (dict.fromkeys(knobs, "7"), "7")):
-        done = subprocess.run(
-            ["docker", "compose", "config", "--format", "json"], cwd=REPO, capture_output=True,
-            text=True, env={**{k: v for k, v in os.environ.items() if k not in knobs}, **env},
-        )  # fmt: skip
-        assert done.returncode == 0, done.stderr
-        services = json.loads(done.stdout)["services"]
+        services = services_with(env, unset=knobs)
         for service in ("rest", "grpc"):
             environment = services[service]["environment"]
             assert {k: environment.get(k) for k in knobs} == dict.fromkeys(knobs, expected)
@@ -126,23 +128,13 @@ def test_service_knobs_without_a_compose_default_pass_through_when_set() -> None
 def test_locust_can_be_pointed_at_the_node_services() -> None:
     """Both Locust processes call the Python services by default, and the Node.js ones (profile
     node) when the host says so: the same users, dashboards and rules for either runtime."""
-    wanted = {
+    node = {
         "WIRELAB_LOCUST_REST_HOST": "http://rest-node:8000",
         "WIRELAB_LOCUST_GRPC_TARGET": "grpc-node:50051",
     }
-    for env, rest, grpc in (
-        ({}, "http://rest:8000", "grpc:50051"),
-        (wanted, "http://rest-node:8000", "grpc-node:50051"),
-    ):
-        done = subprocess.run(
-            ["docker", "compose", "config", "--format", "json"], cwd=REPO, capture_output=True,
-            text=True, env={**{k: v for k, v in os.environ.items() if k not in wanted}, **env},
-        )  # fmt: skip
-        assert done.returncode == 0, done.stderr
-        services = json.loads(done.stdout)["services"]
+    for env, hosts in (({}, ("http://rest:8000", "grpc:50051")), (node, tuple(node.values()))):
+        services = services_with(env, unset=tuple(node))
         for name in ("locust", "locust-worker"):
             environment = services[name]["environment"]
-            assert (environment["LOCUST_REST_HOST"], environment["LOCUST_GRPC_TARGET"]) == (
-                rest,
-                grpc,
-            ), name
+            got = (environment["LOCUST_REST_HOST"], environment["LOCUST_GRPC_TARGET"])
+            assert got == hosts, name
