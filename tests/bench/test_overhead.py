@@ -151,3 +151,32 @@ def test_together_fails_when_a_load_fails(target: str) -> None:
     svc = _FakeService("a", target, [0.0, 0.0])
     with pytest.raises(RuntimeError, match="wrk saw errors"):
         overhead.together(count, [svc], 1, 0)  # type: ignore[list-item]
+
+
+H2LOAD_SUMMARY = """finished in 2.00s, 3650.50 req/s, 1.10MB/s
+requests: 7401 total, 7333 started, 7301 done, 7301 succeeded, 100 failed, 100 errored, 0 timeout
+status codes: 7301 2xx, 0 3xx, 0 4xx, 0 5xx
+"""
+
+
+def test_h2load_counts_the_calls_answered_2xx() -> None:
+    # The calls -D cut off mid-flight are neither answered nor a failure of the server.
+    assert overhead.h2load_answered(H2LOAD_SUMMARY) == 7301
+
+
+@pytest.mark.parametrize(
+    "codes", ["7300 2xx, 0 3xx, 1 4xx, 0 5xx", "7300 2xx, 0 3xx, 0 4xx, 1 5xx"]
+)
+def test_h2load_errors_fail_the_run(codes: str) -> None:
+    with pytest.raises(RuntimeError, match="errors"):
+        overhead.h2load_answered(H2LOAD_SUMMARY.replace("7301 2xx, 0 3xx, 0 4xx, 0 5xx", codes))
+
+
+def test_h2load_without_a_summary_fails_the_run() -> None:
+    with pytest.raises(RuntimeError, match="no summary"):
+        overhead.h2load_answered("connect error\n")
+
+
+def test_rest_http_must_be_a_server_the_services_have() -> None:
+    with pytest.raises(SystemExit):
+        overhead.main(["--rest-http", "3"])

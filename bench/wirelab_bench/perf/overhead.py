@@ -70,7 +70,11 @@ KNOBS = (
     # A control run: metrics on against metrics on shows what the method itself reads as a
     # difference where there is none (expect 1.000, the interval around it is the noise).
     ("against", str, "off", "what metrics on is compared with: off, or on for a control run"),
-)
+    # REST's second server (docs/http2.md): Granian, loaded over h2c as ghz loads gRPC (the
+    # connections' calls spread over 4 connections), so its observer effect is measured apart.
+    ("rest-http", str, "1.1", "REST server: 1.1 = uvicorn, loaded by wrk; 2 = Granian "
+     "(WIRELAB_REST_HTTP=2), loaded by h2load over h2c"),
+)  # fmt: skip
 
 
 def find_ghz(given: str) -> str:
@@ -111,6 +115,27 @@ def ghz_count(ghz: str, target: str, seconds: int, connections: int) -> int:
     if sum(codes.values()) - ok > max(100, ok // 100):
         raise RuntimeError(f"ghz saw errors: {codes}")
     return ok
+
+
+def h2load_count(h2load: str, url: str, seconds: int, connections: int, body: Path) -> int:
+    """Small orders over h2c at saturation: ``connections`` calls in flight over 4 connections
+    for ``seconds``; returns the calls answered 2xx."""
+    return h2load_answered(_run([
+        h2load, "-c", "4", "-m", str(max(1, connections // 4)), "-D", str(seconds),
+        "-d", str(body), "-H", "content-type: application/json", url,
+    ]))  # fmt: skip
+
+
+def h2load_answered(out: str) -> int:
+    """The calls h2load's summary counts as succeeded; any 4xx or 5xx fails the run."""
+    found = re.search(r"^requests: \d+ total, \d+ started, \d+ done, (\d+) succeeded", out, re.M)
+    codes = re.search(r"^status codes: \d+ 2xx, \d+ 3xx, (\d+) 4xx, (\d+) 5xx$", out, re.M)
+    if found is None or codes is None:
+        raise RuntimeError(f"no summary in h2load's output:\n{out[-1000:]}")
+    # As with ghz, the calls still in flight when -D runs out are cut: counted nowhere here.
+    if int(codes.group(1)) or int(codes.group(2)):
+        raise RuntimeError(f"h2load saw errors:\n{out[-1000:]}")
+    return int(found.group(1))
 
 
 @contextmanager
@@ -164,10 +189,20 @@ class Run:
 
 
 def counter_for(
-    protocol: str, connections: int, ghz: str, tmp: Path
+    protocol: str, connections: int, ghz: str, tmp: Path, rest_http: str = "1.1"
 ) -> Callable[[Service, int], int]:
     """A function that saturates one service for some seconds and returns the calls completed."""
-    if protocol == "rest":
+    if protocol == "rest" and rest_http == "2":
+        # Here, not at the top: h2load.py imports this module's ORDER (through loadtools).
+        from wirelab_bench.perf.h2load import find_h2load
+
+        h2load = find_h2load("")
+        order = tmp / "order.json"
+        order.write_text(json.dumps(ORDER))
+
+        def count(svc: Service, s: int) -> int:
+            return h2load_count(h2load, f"{svc.address}/v1/orders", s, connections, order)
+    elif protocol == "rest":
         script = tmp / "order.lua"
         body = json.dumps(json.dumps(ORDER))
         script.write_text(
@@ -261,16 +296,21 @@ def main(argv: list[str] | None = None) -> int:
     args = cli.parse_args(argv)
     if args.against not in ("off", "on"):
         cli.error(f"--against must be off or on, not {args.against!r}")
+    if args.rest_http not in ("1.1", "2"):
+        cli.error(f"--rest-http must be 1.1 or 2, not {args.rest_http!r}")
     protocols = [p for p in args.protocols.split(",") if p]
     pin(CLIENT_CPU)  # this process scrapes; the threads it starts inherit the pinning
     every = args.scrape_interval
     scrape = f"scraped as the lab scrapes every {every:g}s" if every > 0 else "no scrapes"
+    rest = "Granian over h2c (h2load)" if args.rest_http == "2" else "uvicorn (wrk)"
     print(f"server CPU {SERVER_CPU} (both variants), load CPU {CLIENT_CPU}, metrics on against "
-          f"metrics {args.against}, {args.rounds} rounds x {args.seconds}s, {scrape}")  # fmt: skip
+          f"metrics {args.against}, {args.rounds} rounds x {args.seconds}s, {scrape}; "
+          f"REST on {rest}")  # fmt: skip
     results: dict[str, tuple[list[Run], list[Run]]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for protocol in protocols:
-            count = counter_for(protocol, args.connections, args.ghz, Path(tmp))
+            count = counter_for(protocol, args.connections, args.ghz, Path(tmp), args.rest_http)
+            server = ("--rest-http", args.rest_http) if protocol == "rest" else ()
             ons: list[Run] = []
             others: list[Run] = []
             results[protocol] = (ons, others)
@@ -284,7 +324,7 @@ def main(argv: list[str] | None = None) -> int:
                     flags = {"on": "on", "other": args.against}
                     svcs = {
                         r: stack.enter_context(
-                            service(protocol, SERVER_CPU, ("--metrics", flags[r]))
+                            service(protocol, SERVER_CPU, ("--metrics", flags[r], *server))
                         )
                         for r in roles
                     }
