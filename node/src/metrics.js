@@ -15,19 +15,44 @@ function instrument(family, registry) {
   return new client.Histogram({ ...common, buckets: contract.bucketsOf(family) });
 }
 
+// Finished calls are queued on their kind's Batch and applied to the prom-client families at
+// each scrape (every family's collect hook flushes first) and every FLUSH_EVERY calls, which bounds
+// the queue, as services/wirelab/metrics.py does. Calling prom-client per call cost the REST
+// service 37-41 % of its small orders per CPU-second (`python -m wirelab_bench.perf.node --compare
+// metrics`, 0.59 on/off): each inc/observe builds its label hash string and validates the labels,
+// and a histogram's observe converts its bucket bound to a property key, on every call.
+const FLUSH_EVERY = 16384;
+
+/** One kind's calls since the last flush: counts and the values its histograms will take. */
+class Batch {
+  constructor(labels, children) {
+    this.labels = labels;
+    this.children = children;
+    this.started = 0; // calls begun since the process started
+    this.finished = 0; // of which finished
+    this.durations = [];
+    this.firsts = [];
+    this.bytesIn = [];
+    this.bytesOut = [];
+    this.messagesIn = 0;
+    this.messagesOut = 0;
+    this.ended = new Map(); // outcome -> code -> calls
+  }
+}
+
 /** One call being measured: counts bytes and messages, then records its outcome once. */
 class Call {
-  constructor(metrics, bound) {
+  constructor(metrics, batch) {
     this.metrics = metrics;
-    this.bound = bound;
-    this.started = process.hrtime.bigint();
+    this.batch = batch;
+    this.started = performance.now();
     this.bytesIn = 0;
     this.bytesOut = 0;
     this.messagesIn = 0;
     this.messagesOut = 0;
-    this.firstSent = null;
+    this.firstSent = -1;
     this.finished = false;
-    bound.inFlight.inc();
+    batch.started += 1;
   }
 
   received(nbytes, messages = 1) {
@@ -36,7 +61,7 @@ class Call {
   }
 
   sent(nbytes, messages = 1) {
-    if (this.firstSent === null && messages) this.firstSent = process.hrtime.bigint();
+    if (this.firstSent < 0 && messages) this.firstSent = performance.now();
     this.bytesOut += nbytes;
     this.messagesOut += messages;
   }
@@ -45,17 +70,65 @@ class Call {
   finish(outcome, code) {
     if (this.finished) return;
     this.finished = true;
-    const b = this.bound;
-    const seconds = (end) => Number(end - this.started) / 1e9;
-    b.inFlight.dec();
-    this.metrics.requests.inc({ ...b.labels, outcome, code });
-    b.duration.observe(seconds(process.hrtime.bigint()));
-    if (b.firstMessage && this.firstSent !== null) b.firstMessage.observe(seconds(this.firstSent));
-    b.requestBytes.observe(this.bytesIn);
-    b.responseBytes.observe(this.bytesOut);
-    b.messagesReceived.inc(this.messagesIn);
-    b.messagesSent.inc(this.messagesOut);
+    const b = this.batch;
+    b.durations.push((performance.now() - this.started) / 1000);
+    if (this.firstSent >= 0 && b.children.firstMessage !== null) {
+      b.firsts.push((this.firstSent - this.started) / 1000);
+    }
+    b.bytesIn.push(this.bytesIn);
+    b.bytesOut.push(this.bytesOut);
+    b.messagesIn += this.messagesIn;
+    b.messagesOut += this.messagesOut;
+    let codes = b.ended.get(outcome);
+    if (codes === undefined) b.ended.set(outcome, (codes = new Map()));
+    codes.set(code, (codes.get(code) || 0) + 1);
+    b.finished += 1;
+    if ((this.metrics.queued += 1) >= FLUSH_EVERY) this.metrics.flush();
   }
+}
+
+/** The bucket counts of ``histogram``'s series ``labels`` after ``values`` more observations,
+ * as prom-client's observe would leave them, in one pass: each value's bucket by binary search,
+ * then one update per bucket touched. Reads prom-client's series entry ({bucketValues by upper
+ * bound, sum, count}, the same object from its first observation on): prom-client has no batch
+ * observe, and test/metrics.test.js holds this to the library's own observe. */
+function observeMany(histogram, labels, values) {
+  if (values.length === 0) return;
+  const entry = seriesOf(histogram, labels);
+  const bounds = histogram.upperBounds;
+  const counts = new Array(bounds.length).fill(0);
+  let sum = 0;
+  for (const value of values) {
+    sum += value;
+    let lo = 0;
+    let hi = bounds.length; // first bound >= value; bounds.length: above every bound (+Inf only)
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (bounds[mid] < value) lo = mid + 1;
+      else hi = mid;
+    }
+    if (lo < bounds.length) counts[lo] += 1;
+  }
+  for (let i = 0; i < counts.length; i++) if (counts[i]) entry.bucketValues[bounds[i]] += counts[i];
+  entry.sum += sum;
+  entry.count += values.length;
+}
+
+/** prom-client's entry for ``labels`` in ``histogram``, created by its own zero() if missing. */
+function seriesOf(histogram, labels) {
+  let entry = histogram.wirelabSeries && histogram.wirelabSeries.get(labels);
+  if (entry === undefined) {
+    const want = JSON.stringify(Object.entries(labels).sort());
+    const same = (e) => JSON.stringify(Object.entries(e.labels).sort()) === want;
+    entry = Object.values(histogram.hashMap).find(same);
+    if (entry === undefined) {
+      histogram.zero(labels);
+      entry = Object.values(histogram.hashMap).find(same);
+    }
+    if (!histogram.wirelabSeries) histogram.wirelabSeries = new Map();
+    histogram.wirelabSeries.set(labels, entry);
+  }
+  return entry;
 }
 
 /** What a call costs with metrics off (WIRELAB_METRICS=off): nothing. */
@@ -81,7 +154,38 @@ class ServerMetrics {
     m.wirelab_server_payload_budget_bytes.set({ protocol }, 0);
     m.wirelab_server_payload_in_flight_bytes.set({ protocol }, 0);
     this.bound = new Map();
+    this.queued = 0;
     this.preinitialise();
+    // Every family flushes the queued calls before it is read, so a scrape (or a test reading one
+    // family) always sees every finished call.
+    for (const metric of Object.values(this.made)) metric.collect = () => this.flush();
+  }
+
+  /** Apply the queued calls to the prom-client families (see Batch). */
+  flush() {
+    this.queued = 0;
+    const requests = this.requests;
+    for (const b of this.bound.values()) {
+      const c = b.children;
+      c.inFlight.set(b.started - b.finished);
+      for (const [outcome, codes] of b.ended) {
+        for (const [code, n] of codes) requests.inc({ ...b.labels, outcome, code }, n);
+      }
+      b.ended.clear();
+      const m = this.made;
+      observeMany(m.wirelab_server_request_duration_seconds, b.labels, b.durations);
+      if (c.firstMessage !== null) observeMany(m.wirelab_server_time_to_first_message_seconds, b.labels, b.firsts);
+      observeMany(m.wirelab_server_request_bytes, b.labels, b.bytesIn);
+      observeMany(m.wirelab_server_response_bytes, b.labels, b.bytesOut);
+      b.durations = [];
+      b.firsts = [];
+      b.bytesIn = [];
+      b.bytesOut = [];
+      if (b.messagesIn) c.messagesReceived.inc(b.messagesIn);
+      if (b.messagesOut) c.messagesSent.inc(b.messagesOut);
+      b.messagesIn = 0;
+      b.messagesOut = 0;
+    }
   }
 
   /** Zero series for the label values the contract names, as its ``preinitialise`` says. */
@@ -102,14 +206,13 @@ class ServerMetrics {
     }
   }
 
-  /** The label children of ``kind``, resolved once. */
+  /** The Batch of ``kind``, with its label children resolved once. */
   kind(kind) {
     let found = this.bound.get(kind);
     if (found === undefined) {
       const labels = { protocol: this.protocol, kind };
       const m = this.made;
-      found = {
-        labels,
+      found = new Batch(labels, {
         inFlight: m.wirelab_server_requests_in_flight.labels(labels),
         duration: m.wirelab_server_request_duration_seconds.labels(labels),
         firstMessage: contract.STREAM_KINDS.has(kind)
@@ -119,7 +222,7 @@ class ServerMetrics {
         responseBytes: m.wirelab_server_response_bytes.labels(labels),
         messagesReceived: m.wirelab_server_messages_received.labels(labels),
         messagesSent: m.wirelab_server_messages_sent.labels(labels),
-      };
+      });
       this.bound.set(kind, found);
     }
     return found;
@@ -130,7 +233,10 @@ class ServerMetrics {
     const labels = { protocol: this.protocol };
     const inFlight = this.made.wirelab_server_payload_in_flight_bytes;
     this.made.wirelab_server_payload_budget_bytes.set(labels, budget.capacity);
-    inFlight.collect = () => inFlight.set(labels, budget.inUse);
+    inFlight.collect = () => {
+      this.flush();
+      inFlight.set(labels, budget.inUse);
+    };
   }
 
   start(kind) {
@@ -155,4 +261,4 @@ function startCall(metrics, kind) {
   return metrics === null ? UNMEASURED : metrics.start(kind);
 }
 
-module.exports = { Call, ServerMetrics, instruments, startCall, UNMEASURED };
+module.exports = { Call, ServerMetrics, instruments, observeMany, startCall, UNMEASURED };

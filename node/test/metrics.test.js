@@ -7,7 +7,8 @@ const fs = require('node:fs');
 const http = require('node:http');
 const contract = require('../src/contract');
 const { CONTRACT } = require('../src/paths');
-const { ServerMetrics } = require('../src/metrics');
+const { ServerMetrics, observeMany } = require('../src/metrics');
+const client = require('prom-client');
 const { startServer } = require('../src/exposition');
 
 const file = JSON.parse(fs.readFileSync(CONTRACT, 'utf8'));
@@ -78,6 +79,37 @@ test('a finished call moves its counters and histograms once', async () => {
   assert.equal(value('wirelab_server_response_bytes_sum{protocol="rest",kind="server_stream"}'), 7);
   assert.equal(value('wirelab_server_time_to_first_message_seconds_count{protocol="rest",kind="server_stream"}'), 1);
   assert.equal(value('wirelab_server_requests_in_flight{protocol="rest",kind="server_stream"}'), 0);
+});
+
+test('observeMany leaves a histogram as the library\'s own observe does, bounds and +Inf included', async () => {
+  const bounds = contract.bucketsOf(file.server.find((f) => f.buckets));
+  const values = [0, ...bounds, ...bounds.map((b) => b * 1.5), bounds[bounds.length - 1] * 10, 1e-9];
+  for (let i = 0; i < 500; i++) values.push(Math.exp(Math.sin(i) * 12)); // spread over the range
+  const made = () => new client.Histogram({ name: 'h', help: 'h', labelNames: ['kind'], buckets: bounds, registers: [] });
+  const ours = made();
+  const theirs = made();
+  ours.zero({ kind: 'unary' });
+  observeMany(ours, { kind: 'unary' }, values.slice(0, 200));
+  observeMany(ours, { kind: 'unary' }, values.slice(200));
+  observeMany(ours, { kind: 'download' }, [0.5]); // a series that did not exist yet
+  for (const v of values) theirs.observe({ kind: 'unary' }, v);
+  theirs.observe({ kind: 'download' }, 0.5);
+  assert.deepEqual((await ours.get()).values, (await theirs.get()).values);
+});
+
+test('calls are counted when the families are read, whichever is read first, and at most FLUSH_EVERY later', async () => {
+  const m = new ServerMetrics('grpc', 'event_loop');
+  for (let i = 0; i < 3; i++) m.start('unary').finish('ok', 'OK');
+  const open = m.start('unary');
+  const read = async (name) => (await m.registry.getSingleMetric(name).get()).values;
+  const count = (await read('wirelab_server_request_duration_seconds'))
+    .find((v) => v.metricName === 'wirelab_server_request_duration_seconds_count' && v.labels.kind === 'unary');
+  assert.equal(count.value, 3);
+  const inFlight = (await read('wirelab_server_requests_in_flight')).find((v) => v.labels.kind === 'unary');
+  assert.equal(inFlight.value, 1);
+  open.finish('ok', 'OK');
+  for (let i = 0; i < 16384; i++) m.start('unary').finish('ok', 'OK');
+  assert.equal(m.queued, 1, 'the 16,384th call flushed the queue');
 });
 
 test('outcomes map HTTP statuses and gRPC codes as the Python contract module does', () => {
