@@ -27,7 +27,7 @@ import time
 import urllib.request
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import ExitStack, contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -143,7 +143,7 @@ def scraping(url: str, interval: float) -> Iterator[list[int]]:
     """Scrape ``url`` every ``interval`` seconds until the block ends, as Prometheus would; yields
     the list of response sizes (bytes on the wire), filled in as scrapes complete."""
     sizes: list[int] = []
-    if interval <= 0:
+    if interval <= 0 or not url:  # no scrapes, or nothing to scrape (a bare echo server)
         yield sizes
         return
     stop = threading.Event()
@@ -278,16 +278,88 @@ def decides(rounds: int, confidence: float = 0.95) -> bool:
     return 2 / (1 << rounds) <= 1 - confidence
 
 
-def verdict(low: float, high: float, control: bool, rounds: int) -> str:
+def verdict(low: float, high: float, control: bool, rounds: int, goal: float | None = GOAL) -> str:
     if not decides(rounds):
         return "too few rounds for a 95 % interval: undecided"
     if control:
         return "control run: what the method reads where nothing differs"
-    if low >= GOAL:
+    if goal is None:
+        return "a comparison, without a goal"
+    if low >= goal:
         return "meets the goal"
-    if high < GOAL:
+    if high < goal:
         return "MISSES the goal"
     return "the goal is inside the interval: undecided, run more rounds"
+
+
+# Starts one variant of a service and yields it once healthy (svcprocs.service, or a Node process).
+Starter = Callable[[], AbstractContextManager[Service]]
+
+
+def measure_pairs(
+    label: str,
+    count: Callable[[Service, int], int],
+    first: tuple[str, Starter],
+    second: tuple[str, Starter],
+    rounds: int,
+    pairs: int,
+    seconds: int,
+    every: float,
+) -> tuple[list[Run], list[Run]]:
+    """The method: the two variants (name, starter) side by side on one core, loaded at once
+    and scraped as the lab scrapes, ``rounds`` rounds over ``pairs`` fresh process pairs;
+    returns each variant's runs, round by round."""
+    a_runs: list[Run] = []
+    b_runs: list[Run] = []
+    for pair, pair_rounds_ in enumerate(pair_rounds(rounds, pairs)):
+        with ExitStack() as stack:
+            # Fresh processes for each pair: one process can run a few percent faster or slower
+            # than an identical one for its whole life (memory layout, hash seed), which no
+            # number of rounds against the same process would average out. Which variant
+            # starts first alternates too.
+            order = (first, second) if pair % 2 == 0 else (second, first)
+            started = {id(v): stack.enter_context(v[1]()) for v in order}
+            a, b = started[id(first)], started[id(second)]
+            together(count, [a, b], 2, every)  # warm-up, discarded
+            for round_ in pair_rounds_:
+                # Which load tool starts first alternates too (microseconds apart).
+                if round_ % 2 == 0:
+                    ra, rb = together(count, [a, b], seconds, every)
+                else:
+                    rb, ra = together(count, [b, a], seconds, every)
+                a_runs.append(ra)
+                b_runs.append(rb)
+                print(f"{label:4} pair {pair} round {round_}: {first[0]} {ra.per_cpu:8.1f} "
+                      f"req/CPU-s ({ra.cpu_seconds:.2f} CPU-s) | {second[0]} "
+                      f"{rb.per_cpu:8.1f} req/CPU-s ({rb.cpu_seconds:.2f} CPU-s) | "
+                      f"ratio {ra.per_cpu / rb.per_cpu:.3f}", flush=True)  # fmt: skip
+    return a_runs, b_runs
+
+
+def summarize(
+    label: str,
+    firsts: list[Run],
+    seconds_: list[Run],
+    names: tuple[str, str],
+    control: bool,
+    goal: float | None,
+    rounds: int,
+    pairs: int,
+) -> None:
+    """Print the median of the rounds' ratios with its 95 % interval and verdict against
+    ``goal``, each process pair's median, and the scrapes each variant answered."""
+    ratios = paired_ratios(firsts, seconds_)
+    low, high = median_interval(ratios)
+    median = statistics.median(ratios)
+    print(f"{label:4} {median:.3f} [{low:.3f}-{high:.3f}]: "
+          f"{verdict(low, high, control, len(ratios), goal)}")  # fmt: skip
+    medians = [statistics.median(ratios[r.start : r.stop]) for r in pair_rounds(rounds, pairs) if r]
+    print(f"     median of each process pair: {' '.join(f'{m:.3f}' for m in medians)}")
+    for name, done in zip(names, (firsts, seconds_), strict=True):
+        scrapes = sum(r.scrapes for r in done)
+        if scrapes:
+            size = sum(r.scrape_bytes for r in done) / scrapes
+            print(f"     {name:>10}: {scrapes} scrapes, {size / 1024:.1f} KiB each on the wire")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -311,58 +383,24 @@ def main(argv: list[str] | None = None) -> int:
         for protocol in protocols:
             count = counter_for(protocol, args.connections, args.ghz, Path(tmp), args.rest_http)
             server = ("--rest-http", args.rest_http) if protocol == "rest" else ()
-            ons: list[Run] = []
-            others: list[Run] = []
-            results[protocol] = (ons, others)
-            for pair, rounds in enumerate(pair_rounds(args.rounds, args.pairs)):
-                with ExitStack() as stack:
-                    # Fresh processes for each pair: one process can run a few percent faster or
-                    # slower than an identical one for its whole life (memory layout, hash seed),
-                    # which no number of rounds against the same process would average out.
-                    # Which variant starts first alternates too.
-                    roles = ("on", "other") if pair % 2 == 0 else ("other", "on")
-                    flags = {"on": "on", "other": args.against}
-                    svcs = {
-                        r: stack.enter_context(
-                            service(protocol, SERVER_CPU, ("--metrics", flags[r], *server))
-                        )
-                        for r in roles
-                    }
-                    on, other = svcs["on"], svcs["other"]
-                    together(count, [on, other], 2, every)  # warm-up, discarded
-                    for round_ in rounds:
-                        # Which load tool starts first alternates too (microseconds apart).
-                        if round_ % 2 == 0:
-                            a, b = together(count, [on, other], args.seconds, every)
-                        else:
-                            b, a = together(count, [other, on], args.seconds, every)
-                        ons.append(a)
-                        others.append(b)
-                        print(f"{protocol:4} pair {pair} round {round_}: on {a.per_cpu:8.1f} "
-                              f"req/CPU-s ({a.cpu_seconds:.2f} CPU-s) | {args.against} "
-                              f"{b.per_cpu:8.1f} req/CPU-s ({b.cpu_seconds:.2f} CPU-s) | "
-                              f"ratio {a.per_cpu / b.per_cpu:.3f}", flush=True)  # fmt: skip
+
+            def variant(
+                metrics: str, protocol: str = protocol, server: tuple[str, ...] = server
+            ) -> Starter:
+                extra = ("--metrics", metrics, *server)
+                return lambda: service(protocol, SERVER_CPU, extra)
+
+            results[protocol] = measure_pairs(
+                protocol, count, ("on", variant("on")), (args.against, variant(args.against)),
+                args.rounds, args.pairs, args.seconds, every,
+            )  # fmt: skip
     control = args.against == "on"
     print(f"\nmetrics on/{args.against}, requests per server CPU-second: median of the rounds' "
           f"ratios, 95 % interval of the median (goal >= {GOAL})")  # fmt: skip
     for protocol, (ons, others) in results.items():
-        ratios = paired_ratios(ons, others)
-        low, high = median_interval(ratios)
-        median = statistics.median(ratios)
-        print(f"{protocol:4} {median:.3f} [{low:.3f}-{high:.3f}]: "
-              f"{verdict(low, high, control, len(ratios))}")  # fmt: skip
-        medians = [
-            statistics.median(ratios[r.start : r.stop])
-            for r in pair_rounds(args.rounds, args.pairs)
-            if r
-        ]
-        print(f"     median of each process pair: {' '.join(f'{m:.3f}' for m in medians)}")
-        for name, done in (("on", ons), (args.against, others)):
-            scrapes = sum(r.scrapes for r in done)
-            if scrapes:
-                size = sum(r.scrape_bytes for r in done) / scrapes
-                print(f"     metrics {name:3}: {scrapes} scrapes, {size / 1024:.1f} KiB each "
-                      "on the wire")  # fmt: skip
+        summarize(
+            protocol, ons, others, ("on", args.against), control, GOAL, args.rounds, args.pairs
+        )
     return 0
 
 

@@ -1,0 +1,137 @@
+"""Benchmark: the Node.js services (node/) measured as the Python ones are, in three comparisons.
+
+``--compare metrics``: each Node service with prom-client on against off (goal >= 0.95);
+``--compare echo``: each Node service (metrics on, as deployed) against a bare server of the same
+framework (node/scripts/echo-*.js: node:http, @grpc/grpc-js) that answers the same call without
+the service's work (goal >= 0.90); ``--compare runtimes``: each Node service against the Python
+service of the same protocol (a comparison, no goal). Every comparison is the observer-effect
+method of ``wirelab_bench.perf.overhead``: both processes pinned to one core and loaded at once
+(wrk for REST, ghz for gRPC, small orders at saturation) from the other, each scraped as the
+lab's Prometheus scrapes it, requests per server CPU-second, the median of many rounds' ratios
+over fresh process pairs with its 95 % interval.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import tempfile
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+from wirelab_bench.benchknobs import parser
+from wirelab_bench.health import wait_healthy
+from wirelab_bench.knobs import REPO
+from wirelab_bench.perf.overhead import (
+    Starter,
+    counter_for,
+    measure_pairs,
+    summarize,
+)
+from wirelab_bench.perf.svcprocs import (
+    CLIENT_CPU,
+    SERVER_CPU,
+    Service,
+    address_of,
+    free_port,
+    pin,
+    running,
+    service,
+)
+
+SERVICES = {"rest": REPO / "node/src/rest/main.js", "grpc": REPO / "node/src/grpc/main.js"}
+ECHOES = {"rest": REPO / "node/scripts/echo-rest.js", "grpc": REPO / "node/scripts/echo-grpc.js"}
+# What each comparison sets against what, and the goal of the first over the second.
+COMPARISONS = {
+    "metrics": ("prom-client on / off", 0.95),
+    "echo": ("service / bare echo server", 0.90),
+    "runtimes": ("Node.js / Python", None),
+}
+KNOBS = (
+    ("compare", str, "metrics,echo,runtimes", "comparisons to run, comma separated: "
+     + ", ".join(COMPARISONS)),
+    ("protocols", str, "rest,grpc", "comma-separated protocols to measure"),
+    ("rounds", int, 32, "measured rounds per protocol and comparison, over all process pairs"),
+    ("pairs", int, 16, "fresh process pairs per protocol and comparison"),
+    ("seconds", int, 2, "length of one measured run (whole seconds: wrk needs them)"),
+    ("connections", int, 32, "concurrent connections (wrk) / concurrent calls (ghz), per process"),
+    ("ghz", str, "", "path of the ghz binary (default: PATH, then ~/go/bin/ghz)"),
+    ("scrape-interval", float, 1.0, "the lab's seconds between scrapes of a service's /metrics"),
+    ("node", str, "", "the node binary (default: PATH)"),
+)  # fmt: skip
+
+
+@contextmanager
+def node_process(node: str, protocol: str, script: Path, metrics: str | None) -> Iterator[Service]:
+    """``script`` on a free port, pinned to the server core, healthy. ``metrics`` on or off is
+    the service's WIRELAB_METRICS (its /metrics on a port of its own either way); None is a bare
+    echo server, which serves no /metrics (never scraped)."""
+    port = free_port()
+    env = ["WIRELAB_HOST=127.0.0.1", f"WIRELAB_{protocol.upper()}_PORT={port}"]
+    metrics_url = ""
+    if metrics is not None:
+        metrics_port = free_port()
+        env += [f"WIRELAB_METRICS={metrics}", f"WIRELAB_METRICS_PORT={metrics_port}"]
+        metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"
+    url = address_of(protocol, port)
+    # `env` execs node in its place: the pinned, measured process is node itself.
+    cmd = ["env", *env, node, str(script)]
+    with running(cmd, SERVER_CPU, lambda: wait_healthy(url, url, (protocol,), timeout=30)) as proc:
+        yield Service(protocol, url, proc, metrics_url)
+
+
+def variants(node: str, comparison: str, protocol: str) -> tuple[tuple[str, Starter], ...]:
+    """The two processes a comparison sets side by side, first over second, each named."""
+    script = SERVICES[protocol]
+
+    def node_service(metrics: str) -> Starter:
+        return lambda: node_process(node, protocol, script, metrics)
+
+    if comparison == "metrics":
+        return ("on", node_service("on")), ("off", node_service("off"))
+    if comparison == "echo":
+        echo = ECHOES[protocol]
+        return ("service", node_service("on")), (
+            "echo", lambda: node_process(node, protocol, echo, None)
+        )  # fmt: skip
+    return ("node", node_service("on")), ("python", lambda: service(protocol, SERVER_CPU))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    prog = "python -m wirelab_bench.perf.node"
+    cli = parser(prog, __doc__, "WIRELAB_NODEPERF", KNOBS)
+    args = cli.parse_args(argv)
+    comparisons = [c for c in args.compare.split(",") if c]
+    protocols = [p for p in args.protocols.split(",") if p]
+    unknown = sorted(set(comparisons) - set(COMPARISONS)) + sorted(set(protocols) - set(SERVICES))
+    if unknown or not comparisons or not protocols:
+        cli.error(f"unknown or no comparison/protocol: {', '.join(unknown) or 'none given'}")
+    node = args.node or shutil.which("node")
+    if not node:
+        cli.error("node not found: install Node.js 20 (or pass --node)")
+    pin(CLIENT_CPU)  # this process scrapes; the threads it starts inherit the pinning
+    print(f"server CPU {SERVER_CPU} (both processes), load CPU {CLIENT_CPU}, {args.rounds} rounds "
+          f"x {args.seconds}s over {args.pairs} pairs, scraped every {args.scrape_interval:g}s "
+          "as the lab scrapes")  # fmt: skip
+    results = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for comparison in comparisons:
+            for protocol in protocols:
+                count = counter_for(protocol, args.connections, args.ghz, Path(tmp))
+                first, second = variants(node, comparison, protocol)
+                runs = measure_pairs(
+                    f"{comparison} {protocol}", count, first, second,
+                    args.rounds, args.pairs, args.seconds, args.scrape_interval,
+                )  # fmt: skip
+                results.append((comparison, protocol, first[0], second[0], runs))
+    print("\nrequests per server CPU-second: median of the rounds' ratios, 95 % interval")
+    for comparison, protocol, a, b, (firsts, seconds) in results:
+        what, goal = COMPARISONS[comparison]
+        print(f"\n{what}" + (f" (goal >= {goal})" if goal is not None else ""))
+        summarize(protocol, firsts, seconds, (a, b), False, goal, args.rounds, args.pairs)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,81 @@
+"""The Node.js benchmark (wirelab_bench.perf.node): its comparisons, its processes, its method."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import urllib.request
+
+import grpc
+import pytest
+from wirelab.v1 import wirelab_pb2, wirelab_pb2_grpc
+from wirelab_bench.perf import node as nodeperf
+from wirelab_bench.perf.overhead import ORDER, Run, summarize, together, verdict
+from wirelab_bench.perf.svcprocs import SERVER_CPU
+
+NODE = shutil.which("node")
+needs_node = pytest.mark.skipif(NODE is None, reason="node is not installed")
+
+
+def test_each_comparison_sets_the_right_processes_side_by_side() -> None:
+    names = {
+        c: tuple(name for name, _ in nodeperf.variants("node", c, "rest"))
+        for c in nodeperf.COMPARISONS
+    }
+    assert names == {
+        "metrics": ("on", "off"),
+        "echo": ("service", "echo"),
+        "runtimes": ("node", "python"),
+    }
+
+
+@pytest.mark.parametrize(
+    "argv", [["--compare", "speed"], ["--protocols", "soap"], ["--compare", ""]]
+)
+def test_unknown_comparisons_and_protocols_are_refused(argv: list[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        nodeperf.main(argv)
+    assert exited.value.code == 2
+
+
+def test_a_comparison_without_a_goal_gets_no_verdict(capsys: pytest.CaptureFixture[str]) -> None:
+    firsts = [Run(110 + i, 1.0) for i in range(8)]
+    seconds = [Run(100, 1.0) for _ in range(8)]
+    summarize("rest", firsts, seconds, ("node", "python"), False, None, 8, 4)
+    out = capsys.readouterr().out
+    assert "a comparison, without a goal" in out
+    assert "meets" not in out and "MISSES" not in out
+    assert verdict(0.8, 0.89, False, 8, 0.9) == "MISSES the goal"
+
+
+@pytest.mark.integration
+@needs_node
+def test_the_bare_echo_servers_answer_what_the_load_tools_check() -> None:
+    assert NODE is not None
+    with nodeperf.node_process(NODE, "rest", nodeperf.ECHOES["rest"], None) as svc:
+        assert svc.metrics_url == ""  # nothing to scrape: together() leaves it alone
+        body = json.dumps(ORDER).encode()
+        request = urllib.request.Request(
+            f"{svc.address}/v1/orders", body, {"Content-Type": "application/json"}
+        )
+        with urllib.request.urlopen(request, timeout=5) as reply:
+            assert reply.status == 200 and reply.read() == body
+        runs = together(lambda s, _: 1, [svc], 1, 1.0)
+        assert runs[0].scrapes == 0
+    echo = nodeperf.node_process(NODE, "grpc", nodeperf.ECHOES["grpc"], None)
+    with echo as svc, grpc.insecure_channel(svc.address) as channel:
+        stub = wirelab_pb2_grpc.WireLabStub(channel)
+        order = wirelab_pb2.OrderRequest(order=wirelab_pb2.Order(order_id="o-1"))
+        assert stub.ProcessOrder(order, timeout=5) == wirelab_pb2.OrderReply()
+
+
+@pytest.mark.integration
+@needs_node
+@pytest.mark.parametrize("metrics", ["on", "off"])
+def test_a_node_service_runs_pinned_with_its_metrics_knob(metrics: str) -> None:
+    assert NODE is not None
+    with nodeperf.node_process(NODE, "rest", nodeperf.SERVICES["rest"], metrics) as svc:
+        with urllib.request.urlopen(svc.metrics_url, timeout=5) as page:
+            text = page.read().decode()
+        assert ("wirelab_server_requests_total" in text) == (metrics == "on")
+        assert svc.process.cpu_affinity() == [SERVER_CPU]
