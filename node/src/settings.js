@@ -1,7 +1,7 @@
 'use strict';
 // The WIRELAB_* knobs this runtime honours, with services/wirelab/settings.py's defaults.
-// Knobs of the Python servers' own machinery (handler modes, thread pools, topologies, the body
-// timeout, concurrency caps) are not implemented here yet: docs/node.md.
+// Knobs of the Python servers' own machinery (handler modes, thread pools, topologies) are not
+// implemented here yet: docs/node.md.
 
 const INTS = {
   rest_port: 8000,
@@ -18,6 +18,12 @@ const INTS = {
   grace_seconds: 10,
   rest_max_header_bytes: 65536,
   rest_header_timeout_seconds: 10,
+  rest_max_concurrent_calls: 0,
+  grpc_max_concurrent_calls: 0,
+};
+// Seconds that may be fractional, as settings.py's float knobs.
+const SECONDS = {
+  rest_body_timeout_seconds: 30,
 };
 
 function envName(name) {
@@ -37,6 +43,16 @@ function load(env = process.env) {
       throw new Error(`${envName(name)} must be a non-negative integer (got ${JSON.stringify(text)})`);
     }
   }
+  for (const [name, fallback] of Object.entries(SECONDS)) {
+    const text = env[envName(name)];
+    if (text === undefined || text === '') {
+      ints[name] = fallback;
+    } else if (/^\d+(\.\d+)?$/.test(text)) {
+      ints[name] = Number(text);
+    } else {
+      throw new Error(`${envName(name)} must be a non-negative number of seconds (got ${JSON.stringify(text)})`);
+    }
+  }
   const metrics = env.WIRELAB_METRICS || 'on';
   if (metrics !== 'on' && metrics !== 'off') {
     throw new Error('WIRELAB_METRICS must be one of on, off');
@@ -50,6 +66,9 @@ function load(env = process.env) {
     graceSeconds: ints.grace_seconds,
     restMaxHeaderBytes: ints.rest_max_header_bytes,
     restHeaderTimeoutSeconds: ints.rest_header_timeout_seconds,
+    restBodyTimeoutSeconds: ints.rest_body_timeout_seconds,
+    restMaxConcurrentCalls: ints.rest_max_concurrent_calls,
+    grpcMaxConcurrentCalls: ints.grpc_max_concurrent_calls,
     limits: {
       maxPayloadBytes: ints.max_payload_bytes,
       chunkBytes: ints.chunk_bytes,
@@ -63,4 +82,4 @@ function load(env = process.env) {
   };
 }
 
-module.exports = { load, envName, INTS };
+module.exports = { load, envName, INTS, SECONDS };

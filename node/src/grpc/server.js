@@ -261,6 +261,48 @@ function rawDefinition(methods) {
   ]));
 }
 
+/** ``table``'s handlers, at most ``limit`` calls of them at once (0: no cap): past it a call is
+ * refused RESOURCE_EXHAUSTED with grpc-retry-pushback-ms at once and counted, as rpc/callcap.py
+ * does; a place is given back when the call is answered, fails or is cancelled. */
+function capped(table, limit, metrics) {
+  if (!limit) return table;
+  let active = 0;
+  const cap = (name, handler) => (call, callback) => {
+    if (active >= limit) {
+      const refused = refusal(new Overloaded(`over ${limit} concurrent calls; retry later`));
+      const status = { code: refused.code, details: refused.details, metadata: refused.metadata };
+      if (callback) callback(status);
+      else call.emit('error', status);
+      finishWith(startCall(metrics, KIND_OF[name]), refused);
+      return;
+    }
+    active += 1;
+    let left = false;
+    const leave = () => {
+      if (!left) {
+        left = true;
+        active -= 1;
+      }
+    };
+    call.once('cancelled', leave);
+    if (callback) {
+      return handler(call, (...answer) => {
+        leave();
+        callback(...answer);
+      });
+    }
+    // Streams that answer: end() finishes the stream, a refusal is emitted as 'error'.
+    call.once('finish', leave);
+    const emit = call.emit.bind(call);
+    call.emit = (event, ...args) => {
+      if (event === 'error') leave();
+      return emit(event, ...args);
+    };
+    return handler(call);
+  };
+  return Object.fromEntries(Object.entries(table).map(([name, handler]) => [name, cap(name, handler)]));
+}
+
 /** A grpc-js server with the WireLab, health and reflection services (not yet bound). */
 function createGrpcServer(settings, metrics) {
   const budget = new PayloadBudget(settings.limits.payloadBudgetBytes);
@@ -273,7 +315,8 @@ function createGrpcServer(settings, metrics) {
     'grpc.max_receive_message_length': maxMessage,
     'grpc.max_send_message_length': maxMessage,
   });
-  server.addService(rawDefinition(methods), handlers(behaviours(methods, settings.limits), metrics, budget));
+  const table = handlers(behaviours(methods, settings.limits), metrics, budget);
+  server.addService(rawDefinition(methods), capped(table, settings.grpcMaxConcurrentCalls, metrics));
   const health = new HealthImplementation(Object.fromEntries(HEALTH_NAMES.map((n) => [n, 'SERVING'])));
   health.addToServer(server);
   // Reflection describes WireLab and the health service, as the Python server's does.

@@ -327,6 +327,9 @@ function createRestServer(settings, metrics) {
   const handlers = routes(settings.limits);
   const budget = new PayloadBudget(settings.limits.payloadBudgetBytes);
   if (metrics !== null) metrics.reportBudget(budget);
+  const cap = settings.restMaxConcurrentCalls;
+  const bodyTimeoutMs = settings.restBodyTimeoutSeconds * 1000;
+  let active = 0;
   const server = http.createServer({
     maxHeaderSize: settings.restMaxHeaderBytes || undefined,
   }, async (req, res) => {
@@ -346,13 +349,55 @@ function createRestServer(settings, metrics) {
       budget.acquire(nbytes);
       held += nbytes;
     };
+    // A body with no new bytes for the body timeout cuts the call off: 408, or, once the answer
+    // has begun, the connection closed, recorded as a timeout either way (rest/protocol.py). The
+    // wait counts only while the client owes bytes: not while received ones wait for the handler.
+    let bodyTimedOut = false;
+    let watch = null;
+    if (bodyTimeoutMs && !req.complete) {
+      let bytes = req.socket.bytesRead;
+      let since = Date.now();
+      watch = setInterval(() => {
+        if (req.complete) {
+          clearInterval(watch);
+          return;
+        }
+        const now = Date.now();
+        if (req.socket.bytesRead !== bytes || req.readableLength > 0) {
+          bytes = req.socket.bytesRead;
+          since = now;
+        } else if (now - since >= bodyTimeoutMs) {
+          clearInterval(watch);
+          bodyTimedOut = true;
+          if (res.headersSent) {
+            res.destroy();
+            return;
+          }
+          const reason = Buffer.from(`no body bytes for ${settings.restBodyTimeoutSeconds} s`);
+          res.writeHead(408, { 'content-type': 'text/plain; charset=utf-8', connection: 'close', 'content-length': reason.length });
+          res.end(reason);
+          res.once('finish', () => req.socket.destroy());
+        }
+      }, Math.max(10, Math.min(1000, bodyTimeoutMs / 4)));
+      watch.unref();
+    }
     res.on('close', () => {
+      clearInterval(watch);
+      if (capped) active -= 1;
       budget.release(held);
       held = 0;
       if (res.writableFinished) call.finish(contract.httpOutcome(res.statusCode), String(res.statusCode));
-      else call.finish('cancelled', '499');
+      else call.finish(bodyTimedOut ? 'timeout' : 'cancelled', bodyTimedOut ? '408' : '499');
     });
+    // At most restMaxConcurrentCalls calls at once (rest/concurrency.py): past it 503 at once,
+    // with Retry-After, counted; /healthz stays answerable (answered above).
+    let capped = false;
     try {
+      if (cap) {
+        if (active >= cap) throw new Overloaded(`over ${cap} concurrent calls; retry later`);
+        active += 1;
+        capped = true;
+      }
       // HEAD is served as GET (Node sends no body) and counted as "other", as Starlette does.
       const handler = handlers[kind] ||
         (req.method === 'HEAD' ? handlers[KINDS.get(`GET ${url.pathname}`)] : undefined);
