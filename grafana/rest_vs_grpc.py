@@ -119,6 +119,21 @@ def rest_vs_grpc() -> Dashboard:
             exporter=True,
             w=5,
         ),
+        timeseries(
+            "Event-loop lag (Node.js)",
+            "How late each Node.js service's event loop ran its timers (prom-client's default "
+            "nodejs_eventloop_lag_*_seconds, sampled every 10 ms): p50 solid, p99 dotted. A CPU-"
+            "bound call holds the loop and every other call on it waits; with WIRELAB_NODE_WORKERS "
+            "> 1 the workers' figures are averaged (docs/node.md). The Python services have no "
+            "such series: empty with runtime python.",
+            [
+                Q(f"nodejs_eventloop_lag_p50_seconds{{{RUNTIME}}}", "{{service}} p50"),
+                Q(f"nodejs_eventloop_lag_p99_seconds{{{RUNTIME}}}", "{{service}} p99"),
+            ],
+            "s",
+            w=24,
+            h=6,
+        ),
         row("$kind", repeat="kind"),
         timeseries(
             "Requests/s",

@@ -19,15 +19,28 @@ function defaultRegistry() {
 
 async function page(registries) {
   const texts = await Promise.all(registries.map((r) => r.metrics()));
-  return Buffer.from(texts.join(''));
+  return texts.join('');
 }
 
 /** Serve /metrics (any path) for ``registry`` (or null) and the default registry; resolves once
  * listening, rejects when the port cannot be bound. */
 function startServer(host, port, registry) {
   const registries = registry === null ? [defaultRegistry()] : [registry, defaultRegistry()];
+  return serveMetrics(host, port, () => page(registries));
+}
+
+/** Serve the text ``render()`` resolves to as /metrics (any path); see startServer. */
+function serveMetrics(host, port, render) {
   const server = http.createServer(async (req, res) => {
-    let body = await page(registries);
+    let body;
+    try {
+      body = Buffer.from(await render());
+    } catch (exc) {
+      // The cluster primary's aggregation times out when a worker does not answer in 5 s.
+      res.writeHead(503, { 'Content-Type': 'text/plain' });
+      res.end(`metrics unavailable: ${exc.message}\n`);
+      return;
+    }
     const headers = { 'Content-Type': client.register.contentType };
     if (/\bgzip\b/.test(req.headers['accept-encoding'] || '')) {
       body = zlib.gzipSync(body, { level: 1 });
@@ -43,4 +56,4 @@ function startServer(host, port, registry) {
   });
 }
 
-module.exports = { startServer, defaultRegistry };
+module.exports = { defaultRegistry, serveMetrics, startServer };

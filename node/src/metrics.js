@@ -11,7 +11,8 @@ function instrument(family, registry) {
     // prom-client takes a counter's sample name; the contract names the family (no _total).
     return new client.Counter({ ...common, name: `${family.name}_total` });
   }
-  if (family.type === 'gauge') return new client.Gauge(common);
+  // A cluster's primary sums its workers' samples (cluster.js); the info gauge stays 1.
+  if (family.type === 'gauge') return new client.Gauge(family.name === 'wirelab_server_info' ? { ...common, aggregator: 'first' } : common);
   return new client.Histogram({ ...common, buckets: contract.bucketsOf(family) });
 }
 

@@ -1,46 +1,75 @@
 'use strict';
 // Process plumbing both Node services share (services/wirelab/serving.py): settings, the metrics
-// port, loud failures to listen, and the SIGTERM drain.
+// port, loud failures to listen, the SIGTERM drain, and WIRELAB_NODE_WORKERS' cluster (cluster.js).
 const settingsModule = require('./settings');
 const { instruments } = require('./metrics');
 const { startServer } = require('./exposition');
+const { cluster, concurrencyOf, offerMetrics, runPrimary } = require('./cluster');
+
+const NAMES = { rest: 'REST', grpc: 'gRPC' };
 
 function fail(prog, message, code) {
   console.error(`${prog}: ${message}`);
   process.exit(code);
 }
 
-/** Settings, metrics and the /metrics server, or exit non-zero with one line saying why. */
-async function prepare(prog, protocol, concurrency) {
+/**
+ * Run the ``protocol`` service: ``start(settings, metrics)`` serves it on its port and resolves to
+ * a server with ``drain(graceSeconds)`` (or exits non-zero with one line saying why). One process,
+ * or with WIRELAB_NODE_WORKERS=N > 1 a cluster primary and N workers each running ``start``; the
+ * ready line is printed once the service (every worker) listens, after the SIGTERM handler is in
+ * place, since whoever waits for the line may send SIGTERM at once.
+ */
+async function serve(prog, protocol, start) {
   let settings;
   try {
     settings = settingsModule.load();
   } catch (exc) {
     fail(prog, exc.message, 2);
   }
-  const metrics = instruments(settings, protocol, concurrency);
-  let metricsServer;
-  try {
-    metricsServer = await startServer(settings.host, settings.metricsPort, metrics && metrics.registry);
-  } catch (exc) {
-    fail(prog, `cannot listen for metrics on ${settings.host}:${settings.metricsPort}: ${exc.message}`, 1);
+  const port = protocol === 'rest' ? settings.restPort : settings.grpcPort;
+  let ready = `${prog}: ${NAMES[protocol]} on ${settings.host}:${port}, metrics on :${settings.metricsPort}`;
+  if (settings.workers > 1 && cluster.isPrimary) {
+    await runPrimary(prog, settings, `${ready}, ${settings.workers} workers`);
+    return;
   }
-  return { settings, metrics, metricsServer };
+  const metrics = instruments(settings, protocol, concurrencyOf(settings.workers));
+  let metricsServer = null;
+  if (cluster.isWorker) {
+    offerMetrics(metrics && metrics.registry);
+    ready = null; // the primary says when every worker listens
+  } else {
+    try {
+      metricsServer = await startServer(settings.host, settings.metricsPort, metrics && metrics.registry);
+    } catch (exc) {
+      fail(prog, `cannot listen for metrics on ${settings.host}:${settings.metricsPort}: ${exc.message}`, 1);
+    }
+  }
+  let server;
+  try {
+    server = await start(settings, metrics);
+  } catch (exc) {
+    fail(prog, `cannot listen for ${NAMES[protocol]} on ${settings.host}:${port}: ${exc.message}`, 1);
+  }
+  onTerm(metricsServer, () => server.drain(settings.graceSeconds));
+  if (ready !== null) console.log(ready);
 }
 
 /** On SIGTERM or SIGINT: ``drain()`` (bounded by the grace period inside it), then exit 0. */
-function onTerm(prog, metricsServer, drain) {
+function onTerm(metricsServer, drain) {
   let stopping = false;
   const stop = async () => {
     if (stopping) return;
     stopping = true;
     await drain();
-    metricsServer.close();
-    metricsServer.closeAllConnections();
+    if (metricsServer !== null) {
+      metricsServer.close();
+      metricsServer.closeAllConnections();
+    }
     process.exit(0);
   };
   process.on('SIGTERM', stop);
   process.on('SIGINT', stop);
 }
 
-module.exports = { fail, onTerm, prepare };
+module.exports = { fail, serve };

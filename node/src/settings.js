@@ -1,7 +1,7 @@
 'use strict';
 // The WIRELAB_* knobs this runtime honours, with services/wirelab/settings.py's defaults.
 // Knobs of the Python servers' own machinery (handler modes, thread pools, topologies) are not
-// implemented here yet: docs/node.md.
+// implemented here yet, and WIRELAB_NODE_WORKERS is Node's own: docs/node.md.
 
 const INTS = {
   rest_port: 8000,
@@ -20,6 +20,8 @@ const INTS = {
   rest_header_timeout_seconds: 10,
   rest_max_concurrent_calls: 0,
   grpc_max_concurrent_calls: 0,
+  // Node only: event loops serving each port (cluster.js); 1 is one process, no cluster.
+  node_workers: 1,
 };
 // Seconds that may be fractional, as settings.py's float knobs.
 const SECONDS = {
@@ -53,6 +55,7 @@ function load(env = process.env) {
       throw new Error(`${envName(name)} must be a non-negative number of seconds (got ${JSON.stringify(text)})`);
     }
   }
+  if (ints.node_workers < 1) throw new Error('WIRELAB_NODE_WORKERS must be at least 1');
   const metrics = env.WIRELAB_METRICS || 'on';
   if (metrics !== 'on' && metrics !== 'off') {
     throw new Error('WIRELAB_METRICS must be one of on, off');
@@ -63,6 +66,7 @@ function load(env = process.env) {
     grpcPort: ints.grpc_port,
     metricsPort: ints.metrics_port,
     metrics: metrics === 'on',
+    workers: ints.node_workers,
     graceSeconds: ints.grace_seconds,
     restMaxHeaderBytes: ints.rest_max_header_bytes,
     restHeaderTimeoutSeconds: ints.rest_header_timeout_seconds,

@@ -5,6 +5,7 @@ const test = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('node:fs');
 const http = require('node:http');
+const path = require('node:path');
 const contract = require('../src/contract');
 const { CONTRACT } = require('../src/paths');
 const { ServerMetrics, observeMany } = require('../src/metrics');
@@ -140,6 +141,11 @@ test('the /metrics page serves the contract families and the default ones, gzipp
     assert.match(text, /^wirelab_server_info\{protocol="grpc",concurrency="event_loop",fanout="none"\} 1$/m);
     assert.match(text, /^# TYPE nodejs_eventloop_lag_seconds gauge$/m);
     assert.match(text, /^# TYPE process_cpu_seconds_total counter$/m);
+    // Every default metric the dashboards read (the Python side's catalogue lists them).
+    const listed = fs.readFileSync(path.join(__dirname, '..', '..', 'tests', 'config', 'prom-client-15.1.txt'), 'utf8')
+      .split('\n').map((l) => l.trim()).filter((l) => l && !l.startsWith('#'));
+    assert.ok(listed.length > 0);
+    for (const name of listed) assert.match(text, new RegExp(`^${name} \\d`, 'm'), name);
     const zipped = await get({ 'accept-encoding': 'gzip' });
     assert.equal(zipped.headers['content-encoding'], 'gzip');
     assert.match(require('node:zlib').gunzipSync(zipped.body).toString(), /wirelab_server_requests_total/);

@@ -8,42 +8,7 @@ const net = require('node:net');
 const path = require('node:path');
 const { spawn } = require('node:child_process');
 const settings = require('../src/settings');
-
-function freePort() {
-  return new Promise((resolve) => {
-    const s = net.createServer().listen(0, '127.0.0.1', () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-  });
-}
-
-// Every child started here, killed after the file's tests if a failed test left it running.
-const children = [];
-test.after(() => {
-  for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-});
-
-function start(main, env) {
-  const child = spawn(process.execPath, [path.join(__dirname, '..', 'src', main)], {
-    env: { ...process.env, WIRELAB_HOST: '127.0.0.1', ...env }, stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  child.output = '';
-  child.stdout.on('data', (d) => { child.output += d; });
-  child.stderr.on('data', (d) => { child.output += d; });
-  child.exited = new Promise((resolve) => child.on('exit', (code) => resolve(code)));
-  children.push(child);
-  return child;
-}
-
-async function until(predicate) {
-  // A start takes well under a second alone; a busy 2-core machine (CI) can take several.
-  const deadline = Date.now() + 20000;
-  while (!(await predicate())) {
-    assert.ok(Date.now() < deadline, 'timed out');
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
+const { freePort, start, until } = require('./helpers');
 
 test('knobs come from WIRELAB_* variables with settings.py\'s defaults; bad ones throw', () => {
   const d = settings.load({});

@@ -24,6 +24,7 @@ EXPORTER_LISTS = {
     "cAdvisor 0.38.7": HERE / "cadvisor-0.38.7.txt",
     "node-exporter 1.5": HERE / "node-exporter-1.5.txt",
     "RabbitMQ 3.10": HERE / "rabbitmq-3.10.txt",
+    "prom-client 15.1 defaults": HERE / "prom-client-15.1.txt",
 }
 # Series Prometheus makes itself: `up` per target (the down alert) and ALERTS.
 PROMETHEUS_SYNTHETIC = frozenset({"up", "ALERTS", "ALERTS_FOR_STATE"})

@@ -29,7 +29,8 @@ class Query:
 
     ``expect_data`` is False for alert conditions: they return series only while firing.
     ``needs`` names the topology whose series the query reads ("" for the one-hop lab, where the
-    lab's e2e test runs it; ANY_TOPOLOGY or a topology's name, where the topology stage does).
+    lab's e2e test runs it; ANY_TOPOLOGY or a topology's name, where the topology stage does), or
+    the profile ("amqp", "node") whose test runs it.
     """
 
     source: str
@@ -47,6 +48,8 @@ TOPOLOGY_PANELS = {
     "Per-replica share of": "cluster",
     # order-chain with the amqp profile: tests/e2e/test_amqp_arm.py runs these.
     "AMQP arm": "amqp",
+    # The Node.js services only (profile node): tests/e2e/test_node_profile.py runs these.
+    "Event-loop lag (Node.js)": "node",
 }
 
 

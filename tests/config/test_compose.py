@@ -125,6 +125,14 @@ def test_service_knobs_without_a_compose_default_pass_through_when_set() -> None
             assert {k: environment.get(k) for k in knobs} == dict.fromkeys(knobs, expected)
 
 
+def test_the_node_services_get_the_worker_count_when_set() -> None:
+    for env, expected in (({}, None), ({"WIRELAB_NODE_WORKERS": "2"}, "2")):
+        host = {"COMPOSE_PROFILES": "node", **env}
+        services = services_with(host, unset=("WIRELAB_NODE_WORKERS",))
+        for service in ("rest-node", "grpc-node"):
+            assert services[service]["environment"].get("WIRELAB_NODE_WORKERS") == expected
+
+
 def test_locust_can_be_pointed_at_the_node_services() -> None:
     """Both Locust processes call the Python services by default, and the Node.js ones (profile
     node) when the host says so: the same users, dashboards and rules for either runtime."""

@@ -191,7 +191,7 @@ def _node_dashboard_queries() -> list[Query]:
         if q.source.startswith(REST_VS_GRPC)
         and "$runtime" in q.template
         and q.expect_data
-        and not q.needs
+        and q.needs in ("", "node")
     ]
 
 

@@ -1,0 +1,120 @@
+'use strict';
+// WIRELAB_NODE_WORKERS: N event loops behind one port (src/cluster.js), one /metrics that sums
+// them, a drained SIGTERM, and a service that stops when a worker dies.
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const http = require('node:http');
+const { execFileSync } = require('node:child_process');
+const grpc = require('@grpc/grpc-js');
+const proto = require('../src/proto');
+const settings = require('../src/settings');
+const { freePort, start, until } = require('./helpers');
+
+const ORDER = '{"order":{"order_id":"o-1","customer_id":"c-1","items":[{"sku":"s","quantity":2,"unit_price_cents":150}]}}';
+
+/** The pids of ``pid``'s child processes. */
+function childrenOf(pid) {
+  try {
+    return execFileSync('ps', ['-o', 'pid=', '--ppid', String(pid)], { encoding: 'utf8' }).split(/\s+/).filter(Boolean).map(Number);
+  } catch {
+    return []; // ps exits 1 when there are none
+  }
+}
+
+function post(port, body, agent = false) {
+  return new Promise((resolve, reject) => {
+    const req = http.request({ host: '127.0.0.1', port, path: '/v1/orders', method: 'POST', agent,
+      headers: { 'Content-Type': 'application/json' } }, (res) => {
+      let text = '';
+      res.on('data', (d) => { text += d; });
+      res.on('end', () => resolve([res.statusCode, text]));
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+function scrape(port) {
+  return new Promise((resolve, reject) => {
+    http.get({ host: '127.0.0.1', port, path: '/metrics' }, (res) => {
+      let text = '';
+      res.on('data', (d) => { text += d; });
+      res.on('end', () => resolve(text));
+    }).on('error', reject);
+  });
+}
+
+/** The value of the one sample line ``series`` (its name and labels, exactly) on ``page``. */
+function valueOf(page, series) {
+  const lines = page.split('\n').filter((line) => line.startsWith(`${series} `));
+  assert.equal(lines.length, 1, `${series} once on the page`);
+  return Number(lines[0].slice(series.length + 1));
+}
+
+test('WIRELAB_NODE_WORKERS must be a whole number of at least 1', () => {
+  assert.equal(settings.load({}).workers, 1);
+  assert.equal(settings.load({ WIRELAB_NODE_WORKERS: '3' }).workers, 3);
+  assert.throws(() => settings.load({ WIRELAB_NODE_WORKERS: '0' }), /WIRELAB_NODE_WORKERS must be at least 1/);
+  assert.throws(() => settings.load({ WIRELAB_NODE_WORKERS: 'two' }), /WIRELAB_NODE_WORKERS/);
+});
+
+test('REST, 2 workers: every call counted once on one page with the event-loop lag, SIGTERM drains', async () => {
+  const [port, metricsPort] = [await freePort(), await freePort()];
+  const child = start('rest/main.js', { WIRELAB_REST_PORT: String(port), WIRELAB_METRICS_PORT: String(metricsPort), WIRELAB_NODE_WORKERS: '2', WIRELAB_GRACE_SECONDS: '5' });
+  await until(() => child.output.includes('REST on'));
+  assert.match(child.output, /REST on 127\.0\.0\.1:\d+, metrics on :\d+, 2 workers\n/);
+  assert.equal(childrenOf(child.pid).length, 2, 'two worker processes');
+  // A fresh connection per call, so the primary hands them to both workers.
+  const n = 24;
+  const replies = await Promise.all(Array.from({ length: n }, () => post(port, ORDER)));
+  for (const [status, body] of replies) assert.equal(status, 200, body);
+  const page = await scrape(metricsPort);
+  assert.equal(valueOf(page, 'wirelab_server_requests_total{protocol="rest",kind="unary",outcome="ok",code="200"}'), n);
+  assert.equal(valueOf(page, 'wirelab_server_request_duration_seconds_count{protocol="rest",kind="unary"}'), n);
+  assert.equal(valueOf(page, 'wirelab_server_request_duration_seconds_bucket{le="+Inf",protocol="rest",kind="unary"}'), n);
+  assert.equal(valueOf(page, 'wirelab_server_info{protocol="rest",concurrency="cluster-2",fanout="none"}'), 1);
+  assert.ok(valueOf(page, 'nodejs_eventloop_lag_p99_seconds') > 0);
+  assert.ok(valueOf(page, 'process_cpu_seconds_total') > 0);
+  assert.equal(page.match(/^# TYPE wirelab_server_requests_total /gm).length, 1);
+  // A call in flight when SIGTERM comes is answered; then the primary and its workers exit 0.
+  const late = post(port, '{"work_ms":300,"order":{"order_id":"late"}}');
+  await new Promise((r) => setTimeout(r, 100));
+  child.kill('SIGTERM');
+  const [status, body] = await late;
+  assert.equal(status, 200);
+  assert.equal(JSON.parse(body).order_id, 'late');
+  assert.equal(await child.exited, 0, child.output);
+  assert.deepEqual(childrenOf(child.pid), []);
+});
+
+test('gRPC, 2 workers: calls over several channels counted once, SIGTERM exits 0', async () => {
+  const [port, metricsPort] = [await freePort(), await freePort()];
+  const child = start('grpc/main.js', { WIRELAB_GRPC_PORT: String(port), WIRELAB_METRICS_PORT: String(metricsPort), WIRELAB_NODE_WORKERS: '2' });
+  await until(() => child.output.includes('gRPC on'));
+  const WireLab = grpc.loadPackageDefinition(proto.load()).wirelab.v1.WireLab;
+  const clients = Array.from({ length: 4 }, (_, i) => new WireLab(`127.0.0.1:${port}`, grpc.credentials.createInsecure(),
+    { 'grpc.use_local_subchannel_pool': 1, 'wirelab.channel': i })); // own connections
+  const call = (c) => new Promise((resolve, reject) => {
+    c.ProcessOrder({ order: { order_id: 'g', customer_id: 'c', items: [{ sku: 's', quantity: 1, unit_price_cents: 5 }] } },
+      (err, reply) => (err ? reject(err) : resolve(reply)));
+  });
+  const replies = await Promise.all(clients.flatMap((c) => [call(c), call(c), call(c)]));
+  assert.equal(replies.length, 12);
+  for (const reply of replies) assert.equal(reply.order_id, 'g');
+  for (const c of clients) c.close();
+  const page = await scrape(metricsPort);
+  assert.equal(valueOf(page, 'wirelab_server_requests_total{protocol="grpc",kind="unary",outcome="ok",code="OK"}'), 12);
+  assert.equal(valueOf(page, 'wirelab_server_info{protocol="grpc",concurrency="cluster-2",fanout="none"}'), 1);
+  child.kill('SIGTERM');
+  assert.equal(await child.exited, 0, child.output);
+});
+
+test('a worker that dies takes the service down: exit 1, saying which', async () => {
+  const child = start('rest/main.js', { WIRELAB_REST_PORT: String(await freePort()), WIRELAB_METRICS_PORT: String(await freePort()), WIRELAB_NODE_WORKERS: '2' });
+  await until(() => child.output.includes('REST on'));
+  const [victim] = childrenOf(child.pid);
+  process.kill(victim, 'SIGKILL');
+  assert.equal(await child.exited, 1, child.output);
+  assert.match(child.output, new RegExp(`worker ${victim} exited \\(SIGKILL\\); stopping`));
+  assert.deepEqual(childrenOf(child.pid), []);
+});
