@@ -26,6 +26,7 @@ def test_each_comparison_sets_the_right_processes_side_by_side() -> None:
         "metrics": ("on", "off"),
         "echo": ("service", "echo"),
         "runtimes": ("node", "python"),
+        "workers": ("2 workers", "1 worker"),
     }
 
 
@@ -79,3 +80,17 @@ def test_a_node_service_runs_pinned_with_its_metrics_knob(metrics: str) -> None:
             text = page.read().decode()
         assert ("wirelab_server_requests_total" in text) == (metrics == "on")
         assert svc.process.cpu_affinity() == [SERVER_CPU]
+
+
+@pytest.mark.integration
+@needs_node
+def test_a_clustered_node_service_runs_its_workers_pinned_and_counts_their_cpu() -> None:
+    assert NODE is not None
+    with nodeperf.node_process(NODE, "grpc", nodeperf.SERVICES["grpc"], "on", 2) as svc:
+        workers = svc.process.children()
+        assert len(workers) == 2
+        assert all(w.cpu_affinity() == [SERVER_CPU] for w in workers)
+        with urllib.request.urlopen(svc.metrics_url, timeout=5) as page:
+            assert 'concurrency="cluster-2"' in page.read().decode()
+        own = sum(sum(p.cpu_times()[:2]) for p in (svc.process, *workers))
+        assert svc.cpu_seconds() >= own

@@ -1,14 +1,16 @@
-"""Benchmark: the Node.js services (node/) measured as the Python ones are, in three comparisons.
+"""Benchmark: the Node.js services (node/) measured as the Python ones are, in four comparisons.
 
 ``--compare metrics``: each Node service with prom-client on against off (goal >= 0.95);
 ``--compare echo``: each Node service (metrics on, as deployed) against a bare server of the same
 framework (node/scripts/echo-*.js: node:http, @grpc/grpc-js) that answers the same call without
 the service's work (goal >= 0.90); ``--compare runtimes``: each Node service against the Python
-service of the same protocol (a comparison, no goal). Every comparison is the observer-effect
-method of ``wirelab_bench.perf.overhead``: both processes pinned to one core and loaded at once
-(wrk for REST, ghz for gRPC, small orders at saturation) from the other, each scraped as the
-lab's Prometheus scrapes it, requests per server CPU-second, the median of many rounds' ratios
-over fresh process pairs with its 95 % interval.
+service of the same protocol (a comparison, no goal); ``--compare workers``: each Node service
+with ``--workers`` event loops (WIRELAB_NODE_WORKERS, Node's cluster module) against one, on the
+same core (what the cluster costs where it cannot add a core; no goal). Every comparison is the
+observer-effect method of ``wirelab_bench.perf.overhead``: both processes pinned to one core
+and loaded at once (wrk for REST, ghz for gRPC, small orders at saturation) from the other, each
+scraped as the lab's Prometheus scrapes it, requests per server CPU-second, the median of many
+rounds' ratios over fresh process pairs with its 95 % interval.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ COMPARISONS = {
     "metrics": ("prom-client on / off", 0.95),
     "echo": ("service / bare echo server", 0.90),
     "runtimes": ("Node.js / Python", None),
+    "workers": ("N workers / 1 (one core)", None),
 }
 KNOBS = (
     ("compare", str, "metrics,echo,runtimes", "comparisons to run, comma separated: "
@@ -59,16 +62,21 @@ KNOBS = (
     ("ghz", str, "", "path of the ghz binary (default: PATH, then ~/go/bin/ghz)"),
     ("scrape-interval", float, 1.0, "the lab's seconds between scrapes of a service's /metrics"),
     ("node", str, "", "the node binary (default: PATH)"),
+    ("workers", int, 2, "event loops of the first arm of --compare workers"),
 )  # fmt: skip
 
 
 @contextmanager
-def node_process(node: str, protocol: str, script: Path, metrics: str | None) -> Iterator[Service]:
+def node_process(
+    node: str, protocol: str, script: Path, metrics: str | None, workers: int = 1
+) -> Iterator[Service]:
     """``script`` on a free port, pinned to the server core, healthy. ``metrics`` on or off is
     the service's WIRELAB_METRICS (its /metrics on a port of its own either way); None is a bare
-    echo server, which serves no /metrics (never scraped)."""
+    echo server, which serves no /metrics (never scraped). ``workers`` > 1: a cluster primary and
+    its workers, all on the server core (their CPU is the process tree's)."""
     port = free_port()
     env = ["WIRELAB_HOST=127.0.0.1", f"WIRELAB_{protocol.upper()}_PORT={port}"]
+    env += [f"WIRELAB_NODE_WORKERS={workers}"]
     metrics_url = ""
     if metrics is not None:
         metrics_port = free_port()
@@ -81,12 +89,14 @@ def node_process(node: str, protocol: str, script: Path, metrics: str | None) ->
         yield Service(protocol, url, proc, metrics_url)
 
 
-def variants(node: str, comparison: str, protocol: str) -> tuple[tuple[str, Starter], ...]:
+def variants(
+    node: str, comparison: str, protocol: str, workers: int = 2
+) -> tuple[tuple[str, Starter], ...]:
     """The two processes a comparison sets side by side, first over second, each named."""
     script = SERVICES[protocol]
 
-    def node_service(metrics: str) -> Starter:
-        return lambda: node_process(node, protocol, script, metrics)
+    def node_service(metrics: str, loops: int = 1) -> Starter:
+        return lambda: node_process(node, protocol, script, metrics, loops)
 
     if comparison == "metrics":
         return ("on", node_service("on")), ("off", node_service("off"))
@@ -95,6 +105,8 @@ def variants(node: str, comparison: str, protocol: str) -> tuple[tuple[str, Star
         return ("service", node_service("on")), (
             "echo", lambda: node_process(node, protocol, echo, None)
         )  # fmt: skip
+    if comparison == "workers":
+        return (f"{workers} workers", node_service("on", workers)), ("1 worker", node_service("on"))
     return ("node", node_service("on")), ("python", lambda: service(protocol, SERVER_CPU))
 
 
@@ -119,7 +131,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for comparison in comparisons:
             for protocol in protocols:
                 count = counter_for(protocol, args.connections, args.ghz, Path(tmp))
-                first, second = variants(node, comparison, protocol)
+                first, second = variants(node, comparison, protocol, args.workers)
                 runs = measure_pairs(
                     f"{comparison} {protocol}", count, first, second,
                     args.rounds, args.pairs, args.seconds, args.scrape_interval,
