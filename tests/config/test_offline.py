@@ -23,9 +23,10 @@ NO_REGISTRY = 'Error response from daemon: Get "https://registry-1.docker.io/v2/
 # dockerd has created the file $FAKE_ENGINE; `pull` and
 # `image inspect` of upstream images fail (the stand-ins, or those matching $FAKE_PRESENT, are
 # "present"); `compose config` is the real plugin, other compose calls and `build` succeed; every
-# call is logged to $FAKE_LOG.
+# call is logged to $FAKE_LOG, and the compose files of each `compose up` to $FAKE_LOG.files.
 FAKE_DOCKER = """#!/usr/bin/env bash
 echo "$*" >>"$FAKE_LOG"
+[[ "$1 ${2:-}" == "compose up" ]] && echo "${COMPOSE_FILE:-}" >>"$FAKE_LOG.files"
 case "$1 ${2:-}" in
     "info "*) [[ -z "${FAKE_INFO_ERROR:-}" || -e "${FAKE_ENGINE:-/nonexistent}" ]] \
         || { echo "$FAKE_INFO_ERROR" >&2; exit 1; } ;;
@@ -275,3 +276,15 @@ def test_make_lab_starts_the_node_services_only_with_their_profile(
     assert {"rest", "grpc", "prometheus"} <= set(up), up
     assert ({"rest-node", "grpc-node"} <= set(up)) is node_services, up
     assert "bench" not in up
+
+
+def test_make_lab_leaves_out_every_service_wirelab_exclude_names(fake: dict[str, str]) -> None:
+    """WIRELAB_EXCLUDE="locust locust-worker" stopped `make lab` with `locust-worker: command not
+    found`: the image choice's lines were sourced, so a value with a space ran as a command."""
+    env = {**fake, "WIRELAB_OFFLINE": "1", "WIRELAB_EXCLUDE": "locust locust-worker jupyter"}
+    done, _ = run(env, "lab-up")
+    assert done.returncode == 0, done.stderr
+    (up,) = [c.split() for c in docker_calls(fake) if c.startswith("compose up ")]
+    assert {"rest", "grpc", "prometheus"} <= set(up), up
+    # Offline, Grafana (no package to stand in for it) stays out too.
+    assert not {"locust", "locust-worker", "jupyter", "grafana"} & set(up), up
