@@ -11,7 +11,9 @@ import httpx
 
 # A scenario's default: the load generator calls the services, no proxy between them.
 DIRECT = "direct"
-# The proxies of toxiproxy/toxiproxy.json, one per protocol under test.
+# The proxies in front of the edges (toxiproxy/toxiproxy.json), one per protocol under test.
+# Under a topology Toxiproxy also carries its hops (toxiproxy/<topology>.json): a profile goes on
+# every proxy Toxiproxy has, so each hop pays it as the edge does.
 PROXIES = ("rest", "grpc")
 _KEYS = {"description": str, "rtt_ms": int, "jitter_ms": int, "bandwidth_kbps": int}
 
@@ -104,12 +106,16 @@ class Toxiproxy:
         self.url = url.rstrip("/")
         self.http = client or httpx.Client(timeout=5.0)
 
+    def proxies(self) -> list[str]:
+        """The names of every proxy Toxiproxy has: the edges' and, under a topology, its hops'."""
+        response = self.http.get(f"{self.url}/proxies")
+        response.raise_for_status()
+        return sorted(response.json())
+
     def unreachable(self) -> str | None:
-        """Why the proxies cannot carry a profile, or None when both are there."""
+        """Why the proxies cannot carry a profile, or None when both edges' are there."""
         try:
-            response = self.http.get(f"{self.url}/proxies")
-            response.raise_for_status()
-            proxies = response.json()
+            proxies = self.proxies()
         except (httpx.HTTPError, ValueError) as exc:
             return f"no Toxiproxy answers at {self.url} ({type(exc).__name__}: {exc})"
         missing = [name for name in PROXIES if name not in proxies]
@@ -118,10 +124,10 @@ class Toxiproxy:
         return None
 
     def apply(self, profile: Profile) -> dict[str, list[dict[str, Any]]]:
-        """Replace every toxic with ``profile``'s, on both proxies alike; returns what the proxies
+        """Replace every toxic with ``profile``'s, on every proxy alike; returns what the proxies
         report afterwards (for the manifest: what was applied, not what was meant)."""
         self.reset()
-        for proxy in PROXIES:
+        for proxy in self.proxies():
             for toxic in profile.toxics():
                 response = self.http.post(f"{self.url}/proxies/{proxy}/toxics", json=toxic)
                 response.raise_for_status()
@@ -133,7 +139,7 @@ class Toxiproxy:
 
     def toxics(self) -> dict[str, list[dict[str, Any]]]:
         found = {}
-        for proxy in PROXIES:
+        for proxy in self.proxies():
             response = self.http.get(f"{self.url}/proxies/{proxy}/toxics")
             response.raise_for_status()
             found[proxy] = sorted(response.json(), key=lambda t: str(t.get("name")))

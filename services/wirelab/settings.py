@@ -72,7 +72,8 @@ KNOBS = (
         "",
         "services each order is sent on to, comma separated: http://host:port (REST service), "
         "grpc://host:port (gRPC service) or, from a gRPC service, amqp://broker:port/queue (a "
-        "consumer of that queue, python -m wirelab.amqp); empty = none",
+        "consumer of that queue, python -m wirelab.amqp); a '#name' after an address names its "
+        "peer label (a hop reached through a proxy, docs/network.md); empty = none",
     ),
     Knob("fanout", "sequential", "call the downstreams one after another, all at once, or all "
          "at once each counting a piece of the note (split)", ("sequential", "parallel", "split")),

@@ -124,6 +124,16 @@ def test_applying_a_profile_replaces_every_toxic_on_both_proxies_alike() -> None
     assert fake.toxics == {"rest": [], "grpc": []}
 
 
+def test_a_topologys_hop_proxies_get_the_profile_too() -> None:
+    """Under a topology Toxiproxy also fronts the hops (toxiproxy/<topology>.json): the profile
+    goes on each of them as on the edges, and the manifest's record lists them."""
+    fake = FakeToxiproxy(("rest", "grpc", "rest-b", "grpc-b"))
+    applied = fake.client().apply(Profile("region", "", 40, 5))
+    assert sorted(applied) == ["grpc", "grpc-b", "rest", "rest-b"]
+    assert all(len(fake.toxics[p]) == 2 for p in applied)
+    assert applied["rest-b"] == applied["rest"]
+
+
 def test_a_toxiproxy_without_a_protocols_proxy_or_none_at_all_is_refused() -> None:
     assert "no proxy grpc" in str(FakeToxiproxy(("rest",)).client().unreachable())
     nobody = Toxiproxy("http://127.0.0.1:9", httpx.Client(timeout=1))

@@ -7,13 +7,17 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
+from wirelab.contract import address_of, peer_of
 from wirelab_bench.network import PROXIES
 
 from tests.config.queries import REPO
 from tests.config.test_broker import compose_config
+from tests.config.test_topologies import resolved
 from tests.e2e.lab import HOST_PORT_VARIABLES
 
 PROXY_CONFIG = REPO / "toxiproxy" / "toxiproxy.json"
@@ -76,3 +80,38 @@ def test_make_lab_down_and_the_e2e_lab_take_every_profile_down() -> None:
     named = re.search(r'for p in \(([^)]*)\) for arg in \("--profile", p\)', e2e)
     assert named is not None
     assert set(re.findall(r'"(\w+)"', named.group(1))) == profiles
+
+
+@pytest.mark.parametrize("topology", ["a-to-b", "order-chain"])
+def test_under_netem_a_topologys_hops_go_through_toxiproxy_keeping_their_peer_names(
+    topology: str,
+) -> None:
+    """topologies/netem/<topology>.yaml (offline/lab-up adds it with PROFILES=netem): each edge
+    calls each downstream through a proxy of toxiproxy/<topology>.json whose upstream is that
+    downstream, under the downstream's own peer label; every hop proxy is used; the edges'
+    proxies stay those of toxiproxy.json."""
+    files = ("compose.yaml", f"topologies/{topology}.yaml")
+    plain = resolved(*files, COMPOSE_PROFILES="netem")["services"]
+    proxied = resolved(*files, f"topologies/netem/{topology}.yaml", COMPOSE_PROFILES="netem")
+    services = proxied["services"]
+    mounts = {v["target"]: v["source"] for v in services["toxiproxy"]["volumes"]}
+    config = Path(mounts["/config/toxiproxy.json"])
+    assert config == REPO / "toxiproxy" / f"{topology}.json"
+    proxies = {p["name"]: p for p in json.loads(config.read_text())}
+    edges = {p["name"]: p for p in json.loads(PROXY_CONFIG.read_text())}
+    assert {name: proxies[name] for name in PROXIES} == edges
+    hops = set()
+    for edge in PROXIES:
+        direct = plain[edge]["environment"]["WIRELAB_DOWNSTREAM"].split(",")
+        via = services[edge]["environment"]["WIRELAB_DOWNSTREAM"].split(",")
+        assert len(via) == len(direct), edge
+        for target, through in zip(direct, via, strict=True):
+            peer = peer_of(target)
+            assert peer_of(through) == peer, (edge, through)
+            scheme, _, upstream = target.partition("://")
+            assert proxies[peer]["upstream"] == upstream, peer
+            port = proxies[peer]["listen"].rsplit(":", 1)[1]
+            assert address_of(through) == f"{scheme}://toxiproxy:{port}", through
+            assert services["toxiproxy"]["depends_on"][peer]["condition"] == "service_healthy"
+            hops.add(peer)
+    assert hops == set(proxies) - set(PROXIES)

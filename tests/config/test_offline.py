@@ -288,3 +288,24 @@ def test_make_lab_leaves_out_every_service_wirelab_exclude_names(fake: dict[str,
     assert {"rest", "grpc", "prometheus"} <= set(up), up
     # Offline, Grafana (no package to stand in for it) stays out too.
     assert not {"locust", "locust-worker", "jupyter", "grafana"} & set(up), up
+
+
+@pytest.mark.parametrize(
+    ("topology", "profiles", "files"),
+    [
+        ("a-to-b", "netem", "compose.yaml:topologies/a-to-b.yaml:topologies/netem/a-to-b.yaml"),
+        ("order-chain", "node,netem", "compose.yaml:topologies/order-chain.yaml"
+         ":topologies/netem/order-chain.yaml"),
+        ("a-to-b", "node", "compose.yaml:topologies/a-to-b.yaml"),
+        # No overlay for the cluster: its hops go through nginx (docs/network.md).
+        ("cluster", "netem", "compose.yaml:topologies/cluster.yaml"),
+        ("one-hop", "netem", ""),
+    ],
+)  # fmt: skip
+def test_with_netem_a_topologys_hops_go_through_toxiproxy(
+    fake: dict[str, str], topology: str, profiles: str, files: str
+) -> None:
+    env = {**fake, "WIRELAB_OFFLINE": "1", "WIRELAB_TOPOLOGY": topology}
+    done, _ = run({**env, "WIRELAB_PROFILES": profiles}, "lab-up")
+    assert done.returncode == 0, done.stderr
+    assert Path(fake["FAKE_LOG"] + ".files").read_text().splitlines() == [files]

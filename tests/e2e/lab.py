@@ -176,6 +176,9 @@ def profile_lab(
         lab = Lab.create(folder, topology)
         lab.project = f"wirelab-{profile}-{uuid.uuid4().hex[:8]}"
         lab.env |= {"COMPOSE_PROFILES": profile, **env}
+        overlay = f"topologies/netem/{topology}.yaml"
+        if profile == "netem" and topology is not None and (REPO / overlay).exists():
+            lab.env["COMPOSE_FILE"] += f":{overlay}"  # as offline/lab-up adds it
         lab.services = services
         with booted(lab):
             yield lab

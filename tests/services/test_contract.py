@@ -20,6 +20,7 @@ from wirelab.contract import (
     SERVER,
     STREAM_KINDS,
     Family,
+    address_of,
     peer_of,
 )
 from wirelab.metrics import ServerMetrics
@@ -129,7 +130,15 @@ def test_a_fresh_service_page_stays_small() -> None:
         ("[::1]:50051", "::1"),
         ("http://[::1]:8000", "::1"),
         ("lb", "lb"),
+        # Through a proxy, the name after '#' (a hop under a network profile).
+        ("http://toxiproxy:8101#rest-b", "rest-b"),
+        ("grpc://toxiproxy:50101#grpc-b", "grpc-b"),
     ],
 )
 def test_the_peer_label_is_the_host_name_called(address: str, peer: str) -> None:
     assert peer_of(address) == peer
+
+
+def test_a_named_target_dials_its_address() -> None:
+    assert address_of("http://toxiproxy:8101#rest-b") == "http://toxiproxy:8101"
+    assert address_of("grpc://grpc-b:50051") == "grpc://grpc-b:50051"

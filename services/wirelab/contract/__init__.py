@@ -113,10 +113,20 @@ def grpc_outcome(code_name: str) -> str:
     return "server_error"
 
 
+def address_of(target: str) -> str:
+    """``target`` without its ``#peer`` name (see peer_of): what is actually dialled."""
+    return target.partition("#")[0]
+
+
 def peer_of(address: str) -> str:
     """The ``peer`` label of calls to ``address``: its host name, from a URL
     (``http://rest-b:8000``), a gRPC target (``grpc-b:50051``, ``dns:///grpc-b:50051``,
-    ``[::1]:50051``) or a bare host."""
+    ``[::1]:50051``) or a bare host; or the name after ``#`` when the address has one
+    (``http://toxiproxy:8101#rest-b``: a hop reached through a proxy keeps the name of the
+    service it reaches, docs/network.md)."""
+    address, _, named = address.partition("#")
+    if named:
+        return named
     rest = address.split("://", 1)[-1].lstrip("/")
     host = rest.split("/", 1)[0]
     if host.startswith("["):

@@ -10,7 +10,7 @@ import grpc
 import grpc.aio
 
 from wirelab import core
-from wirelab.contract import grpc_outcome, peer_of
+from wirelab.contract import address_of, grpc_outcome, peer_of
 from wirelab.hops.outgoing import Families, Outgoing
 from wirelab.hops.relay import DownstreamError, Reason
 from wirelab.v1 import wirelab_pb2 as pb
@@ -29,7 +29,7 @@ class GrpcDownstream:
         self, url: str, balancing: str, max_message: int, families: Families | None
     ) -> None:
         self.peer = peer_of(url)
-        address = url.removeprefix("grpc://")
+        address = address_of(url).removeprefix("grpc://")
         options: list[tuple[str, str | int]] = [
             ("grpc.max_send_message_length", max_message),
             ("grpc.max_receive_message_length", max_message),

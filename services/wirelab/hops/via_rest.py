@@ -10,7 +10,7 @@ import httpx
 from pydantic import ValidationError
 
 from wirelab import core
-from wirelab.contract import http_outcome, peer_of
+from wirelab.contract import address_of, http_outcome, peer_of
 from wirelab.hops.outgoing import Families, Outgoing
 from wirelab.hops.relay import DEADLINE_HEADER, DownstreamError, no_reply, unreachable
 from wirelab.rest.models import OrderReply, OrderRequest
@@ -23,7 +23,7 @@ class RestDownstream:
 
     def __init__(self, url: str, client: httpx.AsyncClient, families: Families | None) -> None:
         self.peer = peer_of(url)
-        self.url = url.rstrip("/") + "/v1/orders"
+        self.url = address_of(url).rstrip("/") + "/v1/orders"
         self.client = client
         self.measured = Outgoing(families, "rest", self.peer)
 

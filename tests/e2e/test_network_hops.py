@@ -1,0 +1,123 @@
+"""The a-to-b topology under compose's netem profile (docs/network.md): A reaches B through the
+lab's Toxiproxy (topologies/netem/a-to-b.yaml), so a network profile delays the hop A -> B as it
+delays the load generator -> A, on both protocols, and A still labels its calls with B's name."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+from wirelab.v1 import wirelab_pb2 as pb
+from wirelab.v1 import wirelab_pb2_grpc as pb_grpc
+from wirelab_bench.cli import main
+from wirelab_bench.knobs import NETWORK_PROFILES
+from wirelab_bench.network import load_profiles
+
+from tests.e2e.lab import profile_lab
+
+pytestmark = pytest.mark.topology
+
+SERVICES = ["rest", "grpc", "rest-b", "grpc-b", "toxiproxy"]
+CALLS = 25
+ORDER = {"order": {"order_id": "hop", "customer_id": "c", "items": [{"sku": "s", "quantity": 1}]}}
+ORDER_PB = pb.OrderRequest(
+    order=pb.Order(order_id="hop", customer_id="c", items=[pb.LineItem(sku="s", quantity=1)])
+)
+
+
+@dataclass
+class HopLab:
+    api: str
+    rest: dict[str, str]  # "a" (A itself) / "edge" (A through the edge's proxy) -> base URL
+    grpc: dict[str, str]
+    metrics: dict[str, str]  # protocol -> A's /metrics
+
+
+@pytest.fixture(scope="module")
+def hop_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HopLab]:
+    folder = tmp_path_factory.mktemp("netem-hops")
+    with profile_lab(folder, "netem", SERVICES, topology="a-to-b") as lab:
+        yield HopLab(
+            lab.url("toxiproxy", 8474),
+            {"a": lab.url("rest", 8000), "edge": lab.url("toxiproxy", 8000)},
+            {
+                "a": lab.url("grpc", 50051).removeprefix("http://"),
+                "edge": lab.url("toxiproxy", 50051).removeprefix("http://"),
+            },
+            {p: lab.url(p, 9100) + "/metrics" for p in ("rest", "grpc")},
+        )
+
+
+def _median_ms(call: Callable[[], object]) -> float:
+    call()  # connections set up outside the timed calls
+    times = []
+    for _ in range(CALLS):
+        start = time.perf_counter()
+        call()
+        times.append((time.perf_counter() - start) * 1000)
+    return statistics.median(times)
+
+
+def _rest_ms(base: str) -> float:
+    with httpx.Client(base_url=base, timeout=10) as client:
+        return _median_ms(lambda: client.post("/v1/orders", json=ORDER).raise_for_status())
+
+
+def _grpc_ms(target: str) -> float:
+    with grpc.insecure_channel(target) as channel:
+        stub = pb_grpc.WireLabStub(channel)
+        return _median_ms(lambda: stub.ProcessOrder(ORDER_PB, timeout=10))
+
+
+def _orders_ms(net: HopLab) -> dict[str, dict[str, float]]:
+    """Median ms of an order (A relays it to B) per protocol, sent to A and through the edge."""
+    return {
+        "rest": {path: _rest_ms(base) for path, base in net.rest.items()},
+        "grpc": {path: _grpc_ms(target) for path, target in net.grpc.items()},
+    }
+
+
+def _network(net: HopLab, profile: str) -> None:
+    assert main(["network", profile, "--toxiproxy-url", net.api]) == 0
+
+
+def test_region_delays_the_hop_as_it_delays_the_edge(hop_lab: HopLab) -> None:
+    region = load_profiles(Path(NETWORK_PROFILES))["region"]
+    _network(hop_lab, "direct")
+    bare = _orders_ms(hop_lab)
+    _network(hop_lab, "region")
+    try:
+        toxics = httpx.get(f"{hop_lab.api}/proxies/rest-b/toxics", timeout=5).json()
+        emulated = _orders_ms(hop_lab)
+    finally:
+        _network(hop_lab, "direct")
+    assert len(toxics) == 2  # the profile went on the hop's proxy too
+    low, high = region.rtt_ms - region.jitter_ms, region.rtt_ms + 2 * region.jitter_ms
+    for protocol in ("rest", "grpc"):
+        # Sent to A: only the hop A -> B pays the round trip. Through the edge's proxy: both.
+        hop = emulated[protocol]["a"] - bare[protocol]["a"]
+        both = emulated[protocol]["edge"] - bare[protocol]["a"]
+        assert low < hop < high, (protocol, bare, emulated)
+        assert 2 * low < both < 2 * high, (protocol, bare, emulated)
+
+
+def test_a_labels_its_calls_with_bs_name_not_the_proxys(hop_lab: HopLab) -> None:
+    _orders_ms(hop_lab)
+    for protocol, url in hop_lab.metrics.items():
+        text = httpx.get(url, timeout=5).text
+        peers = {
+            s.labels["peer"]: s.value
+            for family in text_string_to_metric_families(text)
+            if family.name == "wirelab_client_requests"
+            for s in family.samples
+            if s.name == "wirelab_client_requests_total" and s.labels.get("outcome") == "ok"
+        }
+        assert peers.get(f"{protocol}-b", 0) >= 2 * (CALLS + 1), (protocol, peers)
+        assert "toxiproxy" not in peers, (protocol, peers)
