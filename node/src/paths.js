@@ -9,4 +9,5 @@ module.exports = {
   PROTO: path.join(ROOT, 'proto', 'wirelab', 'v1', 'wirelab.proto'),
   PROTO_ROOT: path.join(ROOT, 'proto'),
   CONTRACT: path.join(ROOT, 'services', 'wirelab', 'contract', 'metrics.json'),
+  KNOBS_FILE: path.join(ROOT, 'services', 'wirelab', 'contract', 'knobs.json'),
 };

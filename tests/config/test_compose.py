@@ -109,9 +109,15 @@ def test_the_metrics_ports_follow_wirelab_bind() -> None:
 
 
 def test_service_knobs_without_a_compose_default_pass_through_when_set() -> None:
-    # No default in compose.yaml for these: the services' own defaults apply unless the host
-    # sets one, and then both services under test get it alike.
+    # No default in compose.yaml for these: the services' own defaults (contract/knobs.json)
+    # apply unless the host sets one, and then both services under test get it alike.
     knobs = (
+        "WIRELAB_METRICS",
+        "WIRELAB_REST_HANDLERS",
+        "WIRELAB_GRPC_SERVER",
+        "WIRELAB_GRPC_THREADS",
+        "WIRELAB_MAX_PAYLOAD_BYTES",
+        "WIRELAB_GRACE_SECONDS",
         "WIRELAB_PAYLOAD_BUDGET_BYTES",
         "WIRELAB_MAX_ORDER_BYTES",
         "WIRELAB_REST_MAX_CONCURRENT_CALLS",

@@ -1,0 +1,74 @@
+"""The services' WIRELAB_* knobs (knobs.json beside this file): one table both runtimes read, so
+each default, type and help line is written once (node/src/settings.js reads the same file)."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from importlib.resources import files
+from typing import Any, Literal
+
+KnobType = Literal["int", "seconds", "choice", "text"]
+_SECONDS = re.compile(r"\d+(\.\d+)?")
+
+
+@dataclass(frozen=True)
+class Knob:
+    """One knob: env ``WIRELAB_<NAME>``, flag ``--<name-with-dashes>``."""
+
+    name: str
+    type: KnobType
+    default: int | float | str
+    help: str
+    runtimes: tuple[str, ...]
+    choices: tuple[str, ...] = ()
+    minimum: int = 0
+
+    @property
+    def env(self) -> str:
+        return f"WIRELAB_{self.name.upper()}"
+
+    @property
+    def flag(self) -> str:
+        return f"--{self.name.replace('_', '-')}"
+
+    def parse(self, text: str) -> int | float | str:
+        """``text`` (a flag's or the variable's value) as this knob's type; ValueError naming the
+        variable when it is not one (the same words as node/src/settings.js)."""
+        if self.type == "int":
+            if not text.isdigit() or not text.isascii():
+                raise ValueError(f"{self.env} must be a non-negative integer (got {text!r})")
+            if int(text) < self.minimum:
+                raise ValueError(f"{self.env} must be at least {self.minimum}")
+            return int(text)
+        if self.type == "seconds":
+            if not _SECONDS.fullmatch(text):
+                what = "a non-negative number of seconds"
+                raise ValueError(f"{self.env} must be {what} (got {text!r})")
+            return float(text)
+        if self.type == "choice" and text not in self.choices:
+            raise ValueError(f"{self.env} must be one of {', '.join(self.choices)}")
+        return text
+
+
+def _knob(raw: dict[str, Any]) -> Knob:
+    if raw["type"] not in ("int", "seconds", "choice", "text"):
+        raise ValueError(f"{raw['name']}: unknown type {raw['type']!r}")
+    knob = Knob(
+        raw["name"],
+        raw["type"],
+        raw["default"],
+        raw["help"],
+        tuple(raw["runtimes"]),
+        tuple(raw.get("choices", ())),
+        raw.get("minimum", 0),
+    )
+    knob.parse(str(knob.default))  # a default its own type refuses is a broken table
+    return knob
+
+
+TABLE: dict[str, Any] = json.loads(files("wirelab.contract").joinpath("knobs.json").read_text())
+KNOBS: tuple[Knob, ...] = tuple(_knob(k) for k in TABLE["knobs"])
+# name -> default, typed (seconds as float): what Settings and Limits default to.
+DEFAULTS: dict[str, Any] = {k.name: k.parse(str(k.default)) for k in KNOBS}
