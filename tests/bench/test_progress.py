@@ -14,7 +14,7 @@ def test_before_any_cell_the_prior_overhead_is_added_to_every_cell() -> None:
 
 
 def test_the_estimate_corrects_itself_from_the_cells_done() -> None:
-    # issue 15: smoke promised 1:12 (16 x (2 s + 2.5 s)) and took 4:48, 18 s a cell.
+    # Guards against: smoke promised 1:12 (16 x (2 s + 2.5 s)) and took 4:48, 18 s a cell.
     estimate = Estimate([2.0] * 16, prior_overhead_s=2.5)
     estimate.cell_done(18.0)
     assert estimate.overhead_s() == pytest.approx(16.0)

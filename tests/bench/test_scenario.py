@@ -22,7 +22,7 @@ def test_the_required_scenarios_exist_with_their_study_parameters() -> None:
     smoke = load_scenario(SCENARIOS / "smoke.toml")
     kinds = {(c.protocol, c.kind) for c in smoke.cells()}
     assert len(kinds) == 16  # 7 gRPC kinds + 9 REST kinds, each once
-    # What --dry-run promises, the measured per-cell overhead included (issue 15).
+    # What --dry-run promises, the measured per-cell overhead included.
     assert smoke.estimated_seconds() < 4 * 60
     assert load_scenario(SCENARIOS / "quick.toml").estimated_seconds() < 20 * 60
     iit = load_scenario(SCENARIOS / "iit.toml")

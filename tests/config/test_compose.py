@@ -83,7 +83,7 @@ def _published(config: dict[str, Any], service: str, container_port: int) -> tup
 
 
 def test_wirelab_bench_host_defaults_reach_the_services_metrics(config: dict[str, Any]) -> None:
-    """issue 15: from the host every bench run said "not measured" for both servers' scrapes."""
+    """Guards against: from the host every bench run said "not measured" for both servers."""
     defaults = {name: default for name, _, default, _ in KNOBS}
     for service, knob in (("rest", "rest_metrics_url"), ("grpc", "grpc_metrics_url")):
         url = urlsplit(str(defaults[knob]))

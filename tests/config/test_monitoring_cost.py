@@ -1,4 +1,4 @@
-"""The monitoring stack collects and computes only what the lab's queries use (issue 11)."""
+"""The monitoring stack collects and computes only what the queries use (docs/observability.md)."""
 
 from __future__ import annotations
 

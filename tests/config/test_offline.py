@@ -86,7 +86,7 @@ def docker_calls(env: dict[str, str]) -> list[str]:
 
 
 def test_lab_up_stops_when_the_image_choice_fails(fake: dict[str, str]) -> None:
-    """issue 15: with WIRELAB_OFFLINE=bogus, lab-up went on to `compose up` (pulling)."""
+    """Guards against: with WIRELAB_OFFLINE=bogus, lab-up went on to `compose up` (pulling)."""
     done, _ = run({**fake, "WIRELAB_OFFLINE": "bogus"}, "lab-up")
     assert done.returncode == 2, done.stderr
     assert "WIRELAB_OFFLINE must be 0, 1 or unset, not 'bogus'" in done.stderr
@@ -94,7 +94,7 @@ def test_lab_up_stops_when_the_image_choice_fails(fake: dict[str, str]) -> None:
 
 
 def test_without_an_engine_the_choice_says_so_and_pulls_nothing(fake: dict[str, str]) -> None:
-    """issue 15: it bootstrapped a root file system for 40 s and blamed the registry."""
+    """Guards against: it bootstrapped a root file system for 40 s and blamed the registry."""
     done, seconds = run({**fake, "FAKE_INFO_ERROR": NO_ENGINE}, "env")
     assert done.returncode == 1
     assert "offline: no engine answers" in done.stderr and NO_ENGINE in done.stderr
@@ -182,7 +182,7 @@ def test_a_forced_choice_names_its_knob(fake: dict[str, str]) -> None:
 def test_without_root_make_lab_names_what_is_missing_within_a_second(
     fake: dict[str, str], dockerd: bool, info_error: str, wanted: str
 ) -> None:
-    """issue 15: `unknown shorthand flag: 'f' in -f`, or 40 s before the real cause came out."""
+    """Guards against: `unknown shorthand flag: 'f' in -f`, or 40 s before the cause came out."""
     as_user(fake)
     if dockerd:
         add_command(fake, "dockerd", "exit 1")

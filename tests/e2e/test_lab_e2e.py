@@ -103,7 +103,7 @@ def test_client_and_server_counts_agree(load: Load, prometheus: Prometheus) -> N
 def test_bench_smoke_from_the_host_then_the_report_as_the_readme_says(
     lab: Lab, tmp_path: Path
 ) -> None:
-    """README: `make bench SCENARIO=smoke`, then `make report` (the host's wirelab, issue 15)."""
+    """README: `make bench SCENARIO=smoke`, then `make report` (the host's wirelab)."""
     env = host_env(lab) | {"WIRELAB_REPORT_OUTPUT": str(tmp_path)}
     before = set(lab.results.iterdir())
     done = make("bench", env, 900, "SCENARIO=smoke")

@@ -18,7 +18,7 @@ pytestmark = pytest.mark.integration
 LARGE = 32 * 1024 * 1024
 # Server duration / client time, median of a few calls. Before the fix the server span ended
 # when uvicorn had buffered the body: 0.14-0.35 of the client's time (python -m pytest on this
-# 2-core machine, 32 and 64 MiB); since, 0.56-0.77 (gRPC: 0.79 in issue 15). The rest is the
+# 2-core machine, 32 and 64 MiB); since, 0.56-0.77 (gRPC: 0.79 then). The rest is the
 # Python client reading what the kernel already holds for it (loopback buffers take MiBs).
 BAND = (0.45, 1.0)
 
