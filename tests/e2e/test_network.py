@@ -5,9 +5,7 @@ each proxy carried, and a short `wirelab bench` run through the proxies records 
 from __future__ import annotations
 
 import json
-import statistics
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,12 +21,12 @@ from wirelab_bench.network import load_profiles
 from tests.bench.lab import direct_then
 from tests.e2e.bench_run import host_env
 from tests.e2e.lab import Lab, profile_lab, wait_for
+from tests.e2e.netcalls import Timed, medians, set_network
 from tests.e2e.prom import Prometheus
 
 pytestmark = pytest.mark.topology
 
 SERVICES = ["rest", "grpc", "toxiproxy", "prometheus"]
-CALLS = 25
 SCENARIO = direct_then("region")
 
 
@@ -56,37 +54,22 @@ def net_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NetLab]:
         )
 
 
-def _median_ms(call: Callable[[], object]) -> float:
-    call()  # the connection is set up outside the timed calls, as a pooled client's is
-    times = []
-    for _ in range(CALLS):
-        start = time.perf_counter()
-        call()
-        times.append((time.perf_counter() - start) * 1000)
-    return statistics.median(times)
+def _health_rest(client: httpx.Client) -> object:
+    return client.get("/healthz").raise_for_status()
 
 
-def _rest_ms(base: str) -> float:
-    with httpx.Client(timeout=10) as client:
-        return _median_ms(lambda: client.get(f"{base}/healthz").raise_for_status())
+def _health_grpc(channel: grpc.Channel) -> object:
+    check = health_pb2_grpc.HealthStub(channel).Check
+    return check(health_pb2.HealthCheckRequest(), timeout=10)
 
 
-def _grpc_ms(target: str) -> float:
-    with grpc.insecure_channel(target) as channel:
-        check = health_pb2_grpc.HealthStub(channel).Check
-        return _median_ms(lambda: check(health_pb2.HealthCheckRequest(), timeout=10))
-
-
-def _round_trips(net: NetLab) -> dict[str, dict[str, float]]:
+def _round_trips(net: NetLab) -> Timed:
     """Median ms of a tiny call per protocol, direct and through the proxy, on one connection."""
-    return {
-        "rest": {path: _rest_ms(url) for path, url in net.rest.items()},
-        "grpc": {path: _grpc_ms(target) for path, target in net.grpc.items()},
-    }
+    return medians(net.rest, net.grpc, _health_rest, _health_grpc)
 
 
 def _network(net: NetLab, profile: str) -> None:
-    assert main(["network", profile, "--toxiproxy-url", net.api]) == 0
+    set_network(net.api, profile)
 
 
 def test_the_region_profile_adds_its_round_trip_on_both_protocols(net_lab: NetLab) -> None:

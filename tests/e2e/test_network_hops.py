@@ -4,9 +4,7 @@ delays the load generator -> A, on both protocols, and A still labels its calls 
 
 from __future__ import annotations
 
-import statistics
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,16 +14,15 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from wirelab.v1 import wirelab_pb2 as pb
 from wirelab.v1 import wirelab_pb2_grpc as pb_grpc
-from wirelab_bench.cli import main
 from wirelab_bench.knobs import NETWORK_PROFILES
 from wirelab_bench.network import load_profiles
 
 from tests.e2e.lab import profile_lab
+from tests.e2e.netcalls import CALLS, Timed, medians, set_network
 
 pytestmark = pytest.mark.topology
 
 SERVICES = ["rest", "grpc", "rest-b", "grpc-b", "toxiproxy"]
-CALLS = 25
 ORDER = {"order": {"order_id": "hop", "customer_id": "c", "items": [{"sku": "s", "quantity": 1}]}}
 ORDER_PB = pb.OrderRequest(
     order=pb.Order(order_id="hop", customer_id="c", items=[pb.LineItem(sku="s", quantity=1)])
@@ -55,37 +52,21 @@ def hop_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HopLab]:
         )
 
 
-def _median_ms(call: Callable[[], object]) -> float:
-    call()  # connections set up outside the timed calls
-    times = []
-    for _ in range(CALLS):
-        start = time.perf_counter()
-        call()
-        times.append((time.perf_counter() - start) * 1000)
-    return statistics.median(times)
+def _order_rest(client: httpx.Client) -> object:
+    return client.post("/v1/orders", json=ORDER).raise_for_status()
 
 
-def _rest_ms(base: str) -> float:
-    with httpx.Client(base_url=base, timeout=10) as client:
-        return _median_ms(lambda: client.post("/v1/orders", json=ORDER).raise_for_status())
+def _order_grpc(channel: grpc.Channel) -> object:
+    return pb_grpc.WireLabStub(channel).ProcessOrder(ORDER_PB, timeout=10)
 
 
-def _grpc_ms(target: str) -> float:
-    with grpc.insecure_channel(target) as channel:
-        stub = pb_grpc.WireLabStub(channel)
-        return _median_ms(lambda: stub.ProcessOrder(ORDER_PB, timeout=10))
-
-
-def _orders_ms(net: HopLab) -> dict[str, dict[str, float]]:
+def _orders_ms(net: HopLab) -> Timed:
     """Median ms of an order (A relays it to B) per protocol, sent to A and through the edge."""
-    return {
-        "rest": {path: _rest_ms(base) for path, base in net.rest.items()},
-        "grpc": {path: _grpc_ms(target) for path, target in net.grpc.items()},
-    }
+    return medians(net.rest, net.grpc, _order_rest, _order_grpc)
 
 
 def _network(net: HopLab, profile: str) -> None:
-    assert main(["network", profile, "--toxiproxy-url", net.api]) == 0
+    set_network(net.api, profile)
 
 
 def test_region_delays_the_hop_as_it_delays_the_edge(hop_lab: HopLab) -> None:

@@ -1,0 +1,50 @@
+"""Tiny calls timed direct and through the lab's Toxiproxy, for the network e2e tests."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Mapping
+from functools import partial
+
+import grpc
+import httpx
+from wirelab_bench.cli import main
+
+CALLS = 25
+Timed = dict[str, dict[str, float]]  # protocol -> path ("direct", "proxy", ...) -> median ms
+
+
+def median_ms(call: Callable[[], object]) -> float:
+    """The median of CALLS timed calls, after one untimed call that sets the connection up (as a
+    pooled client's is)."""
+    call()
+    times = []
+    for _ in range(CALLS):
+        start = time.perf_counter()
+        call()
+        times.append((time.perf_counter() - start) * 1000)
+    return statistics.median(times)
+
+
+def medians(
+    rest: Mapping[str, str],
+    grpc_targets: Mapping[str, str],
+    rest_call: Callable[[httpx.Client], object],
+    grpc_call: Callable[[grpc.Channel], object],
+) -> Timed:
+    """Per protocol and path, the median ms of ``rest_call`` on one client of each base URL and of
+    ``grpc_call`` on one channel to each target."""
+    timed: Timed = {"rest": {}, "grpc": {}}
+    for path, base in rest.items():
+        with httpx.Client(base_url=base, timeout=10) as client:
+            timed["rest"][path] = median_ms(partial(rest_call, client))
+    for path, target in grpc_targets.items():
+        with grpc.insecure_channel(target) as channel:
+            timed["grpc"][path] = median_ms(partial(grpc_call, channel))
+    return timed
+
+
+def set_network(toxiproxy_api: str, profile: str) -> None:
+    """`wirelab network <profile>` on the lab's Toxiproxy, as a user runs it."""
+    assert main(["network", profile, "--toxiproxy-url", toxiproxy_api]) == 0
