@@ -6,8 +6,15 @@
 // WIRELAB_VUS users each sending the next order when the last is answered, as the order-chain
 // study's concurrent orders did (`wirelab_bench.perf.orderchain`).
 //
+// Poisson arrivals (WIRELAB_FIRE < 1, wirelab_bench.k6run): the executor ticks at WIRELAB_RATE
+// and each tick sends the call with probability WIRELAB_FIRE, else ends at once, so the calls
+// form a Bernoulli process on a fine grid, whose gaps approach the exponential ones of a Poisson
+// process as the grid gets finer (k6 has no Poisson executor). A tick that finds no free VU is
+// dropped as before; a call still starts at its tick, so latency counts from the intended start.
+//
 // Environment: WIRELAB_PROTOCOL (rest | grpc), WIRELAB_TARGET (http://host:port | host:port),
-// WIRELAB_RATE (calls/s), WIRELAB_VUS (pool size, or users), WIRELAB_SECONDS, WIRELAB_BODY (the
+// WIRELAB_RATE (calls/s, or ticks/s with WIRELAB_FIRE), WIRELAB_FIRE (probability a tick sends
+// the call; 1 when unset), WIRELAB_VUS (pool size, or users), WIRELAB_SECONDS, WIRELAB_BODY (the
 // request as JSON, the same for both protocols: proto JSON names are the REST body's),
 // WIRELAB_FAIL_OVER_MS (answers slower than this are counted in orders_late; 0: none).
 import http from "k6/http";
@@ -21,6 +28,7 @@ const body = __ENV.WIRELAB_BODY;
 const vus = Number(__ENV.WIRELAB_VUS);
 const duration = `${__ENV.WIRELAB_SECONDS}s`;
 const failOverMs = Number(__ENV.WIRELAB_FAIL_OVER_MS || 0);
+const fire = Number(__ENV.WIRELAB_FIRE || 1);
 const late = new Counter("orders_late");
 
 export const options = {
@@ -49,6 +57,7 @@ const order = JSON.parse(body);
 let connected = false;
 
 export default function () {
+  if (fire < 1 && Math.random() >= fire) return; // a tick without a call
   let ok;
   const started = Date.now();
   if (protocol === "grpc") {

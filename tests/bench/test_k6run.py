@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from wirelab_bench.k6run import SCRIPT, K6Run, figures
+from wirelab_bench.k6run import CLIENT_CPU_KEY, SCRIPT, K6Run, figures, ticks_for
 from wirelab_bench.perf.openloop import knee, main, plot
 
 
@@ -66,5 +66,38 @@ def test_the_script_is_open_loop_with_a_bounded_pool() -> None:
 def test_the_sweep_draws_both_protocols_with_their_knees(tmp_path: Path) -> None:
     series = [run(250, 250, p99=2.0), run(500, 500, p99=3.0), run(1000, 700, dropped=9, p99=40.0)]
     path = tmp_path / "openloop.png"
-    plot({"rest": series, "grpc": series[:2]}, path)
+    plot({("rest", "constant"): series, ("grpc", "poisson"): series[:2]}, path)
     assert path.stat().st_size > 10_000
+
+
+def test_poisson_arrivals_tick_finer_and_send_on_a_share_of_the_ticks() -> None:
+    assert ticks_for("constant", 500, 8) == {"WIRELAB_RATE": "500"}
+    assert ticks_for("poisson", 500, 8) == {"WIRELAB_RATE": "4000", "WIRELAB_FIRE": "0.125"}
+    with pytest.raises(ValueError):
+        ticks_for("poisson", 500, 1)  # one tick per call is constant arrivals
+    with pytest.raises(ValueError):
+        ticks_for("bursty", 500, 8)
+    text = SCRIPT.read_text()
+    assert "Math.random() >= fire) return;" in text
+
+
+def test_a_poisson_runs_dropped_ticks_count_as_the_calls_they_would_have_sent() -> None:
+    # 8 ticks a call: 81 dropped ticks held 81/8 calls on average; rounded up, never hidden.
+    got = figures(summary("http_req_duration", 900, dropped=81), "rest", 100, 10, ticks_per_call=8)
+    assert (got.offered_per_s, got.answered_per_s, got.dropped, got.on_time) == (100, 90, 11, False)
+    assert figures(summary("http_req_duration", 1000, dropped=0), "rest", 100, 10, 8).on_time
+
+
+@pytest.mark.parametrize("argv", [["--arrivals", "bursty"], ["--arrivals", ""],
+                                  ["--ticks-per-call", "1", "--arrivals", "poisson"]])  # fmt: skip
+def test_the_sweep_refuses_unknown_arrivals(argv: list[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    assert exited.value.code == 2
+
+
+def test_k6s_own_cpu_is_read_per_second_of_the_run() -> None:
+    """A generator near one core per second set the pace itself: the sweep prints it."""
+    busy = {**summary("grpc_req_duration", 100), CLIENT_CPU_KEY: 9.5}
+    assert figures(busy, "grpc", 10, 10).client_cpu == 0.95
+    assert figures(summary("grpc_req_duration", 100), "grpc", 10, 10).client_cpu == 0.0

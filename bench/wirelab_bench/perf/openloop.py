@@ -2,9 +2,12 @@
 
 k6's constant-arrival-rate executor (k6/order.js) offers the small order call at each rate of
 the sweep, whether or not the service keeps up: a closed loop would slow down with the server
-and hide its queue. Both protocols at each rate in turn (the order alternating), on services
-pinned to one core and k6 to the other; prints a row per run and each protocol's knee, the
-highest rate still served on time, and writes the rows as CSV.
+and hide its queue. Arrivals are evenly spaced, or a Poisson process (``--arrivals poisson``,
+approximated on a grid of ``--ticks-per-call`` ticks per call: wirelab_bench.k6run.ticks_for);
+``--arrivals constant,poisson`` runs both at each rate, so the two compare within one run. Every
+protocol and arrival process at each rate in turn (the order alternating), on services pinned
+to one core and k6 to the other; prints a row per run and each series' knee, the highest rate
+still served on time, and writes the rows as CSV.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from wirelab_bench.benchknobs import parser
-from wirelab_bench.k6run import K6Run, run_k6
+from wirelab_bench.k6run import ARRIVALS, K6Run, run_k6
 from wirelab_bench.perf import write_rows
 from wirelab_bench.perf.crosscheck import BODY
 from wirelab_bench.perf.locust_overhead import exit_on_sigterm, services
@@ -27,6 +30,14 @@ COLORS = {"rest": "tab:blue", "grpc": "tab:orange"}
 KNOBS = (
     ("rates", str, "250,500,1000,1500,2000,3000", "offered calls/s, comma separated, ascending"),
     ("vus", int, 64, "k6 VUs (connections) available per run: the bound on calls in flight"),
+    ("arrivals", str, "constant", "arrival processes, comma separated: constant, poisson"),
+    (
+        "ticks-per-call",
+        int,
+        8,
+        "poisson: k6 ticks per call, each sending it with probability "
+        "1/this (the finer, the closer to Poisson, the more k6 CPU)",
+    ),
     ("seconds", int, 10, "seconds per run"),
     ("k6", str, str(Path.home() / "go" / "bin" / "k6"), "k6 binary (make tools)"),
     ("csv", str, "openloop.csv", "where the rows go"),
@@ -44,20 +55,22 @@ def knee(runs: Sequence[K6Run]) -> K6Run | None:
     return last
 
 
-def plot(runs: dict[str, list[K6Run]], path: Path) -> None:
-    """p50 and p99 against the rate answered, per protocol: the curve bends up at the knee."""
+def plot(runs: dict[tuple[str, str], list[K6Run]], path: Path) -> None:
+    """p50 and p99 against the rate answered, per protocol and arrival process: the curve bends
+    up at the knee."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4))
-    for protocol, series in runs.items():
+    for (protocol, arrivals), series in runs.items():
         answered = [r.answered_per_s for r in series]
+        marker = "o" if arrivals == "constant" else "s"
         for stat, style in (("p50", "-"), ("p99", "--")):
             values = [r.median_ms if stat == "p50" else r.p99_ms for r in series]
-            ax.plot(answered, values, style, marker="o", color=COLORS[protocol],
-                    label=f"{protocol} {stat}")  # fmt: skip
+            ax.plot(answered, values, style, marker=marker, color=COLORS[protocol],
+                    label=f"{protocol} {arrivals} {stat}")  # fmt: skip
         if (k := knee(series)) is not None:
             ax.axvline(k.answered_per_s, color=COLORS[protocol], alpha=0.3)
     ax.set_yscale("log")
@@ -75,25 +88,32 @@ def main(argv: list[str] | None = None) -> int:
     rates = [float(r) for r in ns.rates.split(",")]
     if rates != sorted(rates) or not rates or rates[0] <= 0:
         args.error(f"--rates must be positive and ascending, got {ns.rates!r}")
+    processes = [a for a in ns.arrivals.split(",") if a]
+    if not processes or set(processes) - set(ARRIVALS) or ns.ticks_per_call < 2:
+        args.error(f"--arrivals from {', '.join(ARRIVALS)}; --ticks-per-call at least 2")
     if shutil.which(ns.k6) is None:
         print(f"no k6 at {ns.k6}: make tools")
         return 2
     exit_on_sigterm()
-    runs: dict[str, list[K6Run]] = {"rest": [], "grpc": []}
+    runs: dict[tuple[str, str], list[K6Run]] = {
+        (p, a): [] for p in ("rest", "grpc") for a in processes
+    }
     rows = []
-    print(f"{'protocol':8} {'offered/s':>9} {'answered/s':>10} {'p50 ms':>8} {'p99 ms':>8} "
-          f"{'mean ms':>8} {'dropped':>7} {'failed':>6}")  # fmt: skip
+    print(f"{'protocol':8} {'arrivals':8} {'offered/s':>9} {'answered/s':>10} {'p50 ms':>8} "
+          f"{'p99 ms':>8} {'mean ms':>8} {'dropped':>7} {'failed':>6} {'k6 CPU':>6}")  # fmt: skip
     with services() as lab:
         for i, rate in enumerate(rates):
-            for protocol in ("rest", "grpc") if i % 2 == 0 else ("grpc", "rest"):
+            order = list(runs) if i % 2 == 0 else list(reversed(runs))
+            for protocol, arrivals in order:
                 target = lab.grpc if protocol == "grpc" else lab.rest
-                r = run_k6(ns.k6, protocol, target, BODY, rate, ns.vus, ns.seconds, CLIENT_CPU)
-                runs[protocol].append(r)
-                rows.append({"protocol": protocol, **asdict(r)})
+                r = run_k6(ns.k6, protocol, target, BODY, rate, ns.vus, ns.seconds, CLIENT_CPU,
+                           arrivals, ns.ticks_per_call)  # fmt: skip
+                runs[(protocol, arrivals)].append(r)
+                rows.append({"protocol": protocol, "arrivals": arrivals, **asdict(r)})
                 print(
-                    f"{protocol:8} {r.offered_per_s:9.0f} {r.answered_per_s:10.1f}"
+                    f"{protocol:8} {arrivals:8} {r.offered_per_s:9.0f} {r.answered_per_s:10.1f}"
                     f" {r.median_ms:8.3f} {r.p99_ms:8.3f} {r.mean_ms:8.3f} {r.dropped:7d}"
-                    f" {r.failed:6d}",
+                    f" {r.failed:6d} {r.client_cpu:6.2f}",
                     flush=True,
                 )
     write_rows(Path(ns.csv), rows)
@@ -101,10 +121,10 @@ def main(argv: list[str] | None = None) -> int:
         plot(runs, Path(ns.plot))
     except ImportError:
         print("no matplotlib: no plot (pip install matplotlib, or the notebook extra)")
-    for protocol, series in runs.items():
+    for (protocol, arrivals), series in runs.items():
         k = knee(series)
         where = f"{k.offered_per_s:g} calls/s (p99 {k.p99_ms:.2f} ms)" if k else "below the sweep"
-        print(f"{protocol:4} knee: {where}; rows in {ns.csv}, plot in {ns.plot}")
+        print(f"{protocol:4} {arrivals:8} knee: {where}; rows in {ns.csv}, plot in {ns.plot}")
     return 0
 
 
