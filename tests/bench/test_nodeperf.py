@@ -9,8 +9,9 @@ import urllib.request
 import grpc
 import pytest
 from wirelab.v1 import wirelab_pb2, wirelab_pb2_grpc
+from wirelab_bench.perf import ORDER
 from wirelab_bench.perf import node as nodeperf
-from wirelab_bench.perf.overhead import ORDER, Run, summarize, together, verdict
+from wirelab_bench.perf.overhead import Run, summarize, together, verdict
 from wirelab_bench.perf.svcprocs import SERVER_CPU
 
 NODE = shutil.which("node")

@@ -54,6 +54,7 @@ from wirelab.v1 import wirelab_pb2_grpc as pb_grpc
 from wirelab_bench.benchknobs import Knob, parser
 from wirelab_bench.environment import git_info, host_info
 from wirelab_bench.knobs import REPO
+from wirelab_bench.perf import ORDER
 from wirelab_bench.perf.hopstats import (
     ARMS,
     BALANCE_ARMS,
@@ -75,7 +76,7 @@ from wirelab_bench.perf.hopstats import (
     spread_problem,
 )
 from wirelab_bench.perf.loadtools import Load, ghz
-from wirelab_bench.perf.overhead import ORDER, find_ghz, pair_rounds
+from wirelab_bench.perf.overhead import find_ghz, pair_rounds
 from wirelab_bench.perf.replicas import dns_server, replicas, served
 from wirelab_bench.perf.svcprocs import (
     CLIENT_CPU,

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from wirelab_bench.knobs import REPO
-from wirelab_bench.perf.overhead import ORDER
+from wirelab_bench.perf import ORDER
 from wirelab_bench.perf.svcprocs import CLIENT_CPU
 
 WRK_SCRIPT = Path(__file__).with_name("wrk_paced.lua")

@@ -33,19 +33,11 @@ from pathlib import Path
 
 from wirelab_bench.benchknobs import parser
 from wirelab_bench.knobs import REPO
+from wirelab_bench.perf import ORDER
+from wirelab_bench.perf.h2load import find_h2load
 from wirelab_bench.perf.svcprocs import CLIENT_CPU, SERVER_CPU, Service, pin, service
 
 GOAL = 0.95
-# A small order: the request-response kind at its cheapest, so transport cost dominates.
-ORDER = {
-    "order": {
-        "order_id": "o-1",
-        "customer_id": "c-1",
-        "items": [{"sku": "a", "quantity": 2, "unit_price_cents": 150}],
-        "attributes": {"channel": "bench"},
-        "note": "small",
-    }
-}
 # What Prometheus 3 sends with its default scrape protocols: it prefers OpenMetrics, gzipped.
 SCRAPE_HEADERS = {
     "Accept": "application/openmetrics-text;version=1.0.0;escaping=allow-utf-8;q=0.5,"
@@ -193,9 +185,6 @@ def counter_for(
 ) -> Callable[[Service, int], int]:
     """A function that saturates one service for some seconds and returns the calls completed."""
     if protocol == "rest" and rest_http == "2":
-        # Here, not at the top: h2load.py imports this module's ORDER (through loadtools).
-        from wirelab_bench.perf.h2load import find_h2load
-
         h2load = find_h2load("")
         order = tmp / "order.json"
         order.write_text(json.dumps(ORDER))
