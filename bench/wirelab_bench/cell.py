@@ -56,6 +56,8 @@ class Lab:
     node_rest_url: str = ""
     node_grpc_target: str = ""
     node_server_urls: dict[str, str] = field(default_factory=dict)
+    net_node_rest_url: str = ""
+    net_node_grpc_target: str = ""
 
     @property
     def edge(self) -> tuple[str, ...]:
@@ -78,6 +80,19 @@ def _snap(url: str, job: str, names: tuple[str, ...]) -> Snapshot | None:
         return None
 
 
+def route(cell: Cell, lab: Lab) -> tuple[str, str, dict[str, str]]:
+    """Where ``cell``'s load goes (REST base URL, gRPC target) and whose /metrics measure it:
+    its runtime's services, through their Toxiproxy proxies when its group has a network."""
+    proxied = cell.group.network != DIRECT
+    if cell.runtime == "node":
+        if proxied:
+            return lab.net_node_rest_url, lab.net_node_grpc_target, lab.node_server_urls
+        return lab.node_rest_url, lab.node_grpc_target, lab.node_server_urls
+    if proxied:
+        return lab.net_rest_url, lab.net_grpc_target, lab.server_urls
+    return lab.rest_url, lab.grpc_target, lab.server_urls
+
+
 def measure(
     cell: Cell, lab: Lab, run_dir: Path, tick: Ticker
 ) -> tuple[Window, list[dict[str, Any]]]:
@@ -85,16 +100,7 @@ def measure(
     g = cell.group
     port = lab.client_metrics_port or free_port()
     client_url = f"http://127.0.0.1:{port}/metrics"
-    proxied = g.network != DIRECT
-    rest_url = lab.net_rest_url if proxied else lab.rest_url
-    grpc_target = lab.net_grpc_target if proxied else lab.grpc_target
-    servers = lab.server_urls
-    if cell.runtime == "node":  # never proxied (scenario_file.check_routes)
-        rest_url, grpc_target, servers = (
-            lab.node_rest_url,
-            lab.node_grpc_target,
-            lab.node_server_urls,
-        )
+    rest_url, grpc_target, servers = route(cell, lab)
     target = Target(rest_url, grpc_target, lab.locustfile, port, lab.locust_args, lab.amqp_target)
     (run_dir / "locust").mkdir(exist_ok=True)
     cmd = locust_command(cell, target, run_dir / "locust" / cell.cell_id)

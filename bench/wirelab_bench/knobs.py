@@ -62,6 +62,10 @@ KNOBS: tuple[tuple[str, type, object, str], ...] = (
      "the REST service through Toxiproxy, for cells with a network profile"),
     ("net_grpc_target", str, "127.0.0.1:15051",
      "the gRPC service through Toxiproxy, for cells with a network profile"),
+    ("net_node_rest_url", str, "http://127.0.0.1:18010",
+     "the Node.js REST service through Toxiproxy, for runtime node cells with a network profile"),
+    ("net_node_grpc_target", str, "127.0.0.1:15061",
+     "the Node.js gRPC service through Toxiproxy, for runtime node cells with a network profile"),
 )  # fmt: skip
 
 
@@ -101,6 +105,8 @@ class Knobs:
     toxiproxy_url: str
     net_rest_url: str
     net_grpc_target: str
+    net_node_rest_url: str
+    net_node_grpc_target: str
 
 
 def add_arguments(parser: argparse.ArgumentParser, only: Collection[str] = ()) -> None:

@@ -110,6 +110,8 @@ def _lab(
         amqp_target=knobs.amqp_target,
         node_rest_url=knobs.node_rest_url,
         node_grpc_target=knobs.node_grpc_target,
+        net_node_rest_url=knobs.net_node_rest_url,
+        net_node_grpc_target=knobs.net_node_grpc_target,
         node_server_urls=node,
     )
 
@@ -186,7 +188,10 @@ def run(scenario: Scenario, knobs: Knobs) -> tuple[int, Path]:
             if network is not None and (applied := network.use(cell.group.network)):
                 manifest["network"][cell.group.network] = applied
                 progress.message(f"network {cell.group.network}: {applied['description']}")
-                wait_healthy(knobs.net_rest_url, knobs.net_grpc_target, protocols, 30)
+                if protocols:
+                    wait_healthy(knobs.net_rest_url, knobs.net_grpc_target, protocols, 30)
+                if node := arms.get("node"):
+                    wait_healthy(knobs.net_node_rest_url, knobs.net_node_grpc_target, node, 30)
             phase = f"{cell.cell_id}: health"
             _wait_healthy(knobs, arms)
             phase = f"{cell.cell_id}: parity"

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from wirelab_bench.cell import Lab, route
 from wirelab_bench.cli import main
 from wirelab_bench.report import render
 from wirelab_bench.scenario_file import ScenarioError, load_scenario
@@ -93,7 +94,6 @@ def test_a_run_over_both_runtimes_measures_each_on_its_own_services(
     [
         ('runtimes = ["deno"]\n', "unknown runtimes value 'deno'"),
         ('runtimes = ["node"]\ntopology = "a-to-b"\n', "runtime node runs in topology one-hop"),
-        ('runtimes = ["node"]\nnetwork = "region"\n', "runtime node has no route through"),
     ],
 )
 def test_node_cells_are_refused_where_the_lab_cannot_run_them(
@@ -115,3 +115,29 @@ def test_runtimes_interleave_and_alternate_by_repetition(tmp_path: Path) -> None
         ("python", "rest", 0), ("python", "grpc", 0), ("node", "rest", 0), ("node", "grpc", 0),
         ("node", "grpc", 1), ("node", "rest", 1), ("python", "grpc", 1), ("python", "rest", 1),
     ]  # fmt: skip
+
+
+def test_each_runtimes_cells_go_to_its_own_services_through_its_own_proxies(
+    tmp_path: Path,
+) -> None:
+    """A network group's cells reach each runtime through that runtime's Toxiproxy proxies
+    (toxiproxy/toxiproxy.json has rest-node and grpc-node beside rest and grpc); the /metrics
+    that measure them are the services' own either way."""
+    path = tmp_path / "s.toml"
+    path.write_text(
+        'kinds = ["unary"]\nloads = [{users = 1}]\nruntimes = ["python", "node"]\n'
+        '[[groups]]\nname = "direct"\n[[groups]]\nname = "region"\nnetwork = "region"\n'
+    )
+    scenario = load_scenario(path)
+    lab = Lab("py-rest", "py-grpc", Path(), (), 0, server_urls={"rest": "py-metrics"},
+              net_rest_url="py-rest-via", net_grpc_target="py-grpc-via",
+              node_rest_url="node-rest", node_grpc_target="node-grpc",
+              node_server_urls={"rest": "node-metrics"},
+              net_node_rest_url="node-rest-via", net_node_grpc_target="node-grpc-via")  # fmt: skip
+    routes = {(c.runtime, c.group.network): route(c, lab) for c in scenario.cells()}
+    assert routes == {
+        ("python", "direct"): ("py-rest", "py-grpc", {"rest": "py-metrics"}),
+        ("python", "region"): ("py-rest-via", "py-grpc-via", {"rest": "py-metrics"}),
+        ("node", "direct"): ("node-rest", "node-grpc", {"rest": "node-metrics"}),
+        ("node", "region"): ("node-rest-via", "node-grpc-via", {"rest": "node-metrics"}),
+    }

@@ -39,22 +39,30 @@ def test_toxiproxy_starts_only_with_the_netem_profile_and_after_the_services() -
 
 def test_its_ports_are_on_loopback_and_movable_by_the_e2e_lab() -> None:
     ports = {p["target"]: p for p in toxiproxy()["ports"]}
-    assert set(ports) == {8474, 8000, 50051}
+    assert set(ports) == {8474, 8000, 50051, 8010, 50061}
     assert {p["host_ip"] for p in ports.values()} == {"127.0.0.1"}
     raw = yaml.safe_load((REPO / "compose.yaml").read_text())["services"]["toxiproxy"]
     variables = {v for port in raw["ports"] for v in re.findall(r"(WIRELAB_\w+_HOST_PORT)", port)}
-    assert len(variables) == 3 and variables <= set(HOST_PORT_VARIABLES)
+    assert len(variables) == 5 and variables <= set(HOST_PORT_VARIABLES)
 
 
-def test_one_proxy_per_protocol_in_front_of_its_service() -> None:
+# Each service under test (the Node.js ones with the node profile) and its port inside compose:
+# the proxy listens on the port the service is published on, and forwards to the service.
+FRONTED = {"rest": 8000, "grpc": 50051, "rest-node": 8000, "grpc-node": 50051}
+
+
+def test_one_proxy_per_service_under_test_in_front_of_it() -> None:
     proxies = {p["name"]: p for p in json.loads(PROXY_CONFIG.read_text())}
-    assert tuple(proxies) == PROXIES
-    services = compose_config("netem")["services"]
-    for name, port in (("rest", 8000), ("grpc", 50051)):
+    assert set(PROXIES) <= set(proxies) and set(proxies) == set(FRONTED)
+    services = compose_config("netem", "node")["services"]
+    published = {p["target"]: p["published"] for p in services["toxiproxy"]["ports"]}
+    for name, port in FRONTED.items():
         assert proxies[name]["upstream"] == f"{name}:{port}"
-        assert proxies[name]["listen"] == f"0.0.0.0:{port}"
-        assert port in {p["target"] for p in services[name]["ports"]}
-        assert port in {p["target"] for p in services["toxiproxy"]["ports"]}
+        listen = int(proxies[name]["listen"].rsplit(":", 1)[1])
+        assert listen in published, name
+        # The proxy listens where the service itself is published: rest-node's 8010 -> 8000.
+        own = {p["target"]: p["published"] for p in services[name]["ports"]}
+        assert str(listen) == str(own[port]) or listen == port, (name, own)
 
 
 def test_the_bench_service_reaches_the_proxies_and_the_profiles() -> None:
@@ -63,6 +71,8 @@ def test_the_bench_service_reaches_the_proxies_and_the_profiles() -> None:
     assert env["WIRELAB_BENCH_TOXIPROXY_URL"] == "http://toxiproxy:8474"
     assert env["WIRELAB_BENCH_NET_REST_URL"] == "http://toxiproxy:8000"
     assert env["WIRELAB_BENCH_NET_GRPC_TARGET"] == "toxiproxy:50051"
+    assert env["WIRELAB_BENCH_NET_NODE_REST_URL"] == "http://toxiproxy:8010"
+    assert env["WIRELAB_BENCH_NET_NODE_GRPC_TARGET"] == "toxiproxy:50061"
     mounted = {v["target"]: v["source"] for v in bench["volumes"]}
     profiles = env["WIRELAB_BENCH_NETWORK_PROFILES"]
     assert mounted[profiles.rsplit("/", 1)[0]] == str(REPO / "toxiproxy")
@@ -99,7 +109,7 @@ def test_under_netem_a_topologys_hops_go_through_toxiproxy_keeping_their_peer_na
     assert config == REPO / "toxiproxy" / f"{topology}.json"
     proxies = {p["name"]: p for p in json.loads(config.read_text())}
     edges = {p["name"]: p for p in json.loads(PROXY_CONFIG.read_text())}
-    assert {name: proxies[name] for name in PROXIES} == edges
+    assert {name: proxies[name] for name in edges} == edges
     hops = set()
     for edge in PROXIES:
         direct = plain[edge]["environment"]["WIRELAB_DOWNSTREAM"].split(",")
@@ -114,4 +124,4 @@ def test_under_netem_a_topologys_hops_go_through_toxiproxy_keeping_their_peer_na
             assert address_of(through) == f"{scheme}://toxiproxy:{port}", through
             assert services["toxiproxy"]["depends_on"][peer]["condition"] == "service_healthy"
             hops.add(peer)
-    assert hops == set(proxies) - set(PROXIES)
+    assert hops == set(proxies) - set(edges)

@@ -1,5 +1,6 @@
-"""compose's netem profile booted (docs/network.md): Toxiproxy in front of both services adds a
-profile's round trip on both protocols alike and nothing without one, Prometheus sees the bytes
+"""compose's netem profile booted (docs/network.md), with the node profile: Toxiproxy in front of
+each service under test, Python's and Node's, adds a profile's round trip on both protocols alike
+and nothing without one, Prometheus sees the bytes
 each proxy carried, and a short `wirelab bench` run through the proxies records its network."""
 
 from __future__ import annotations
@@ -26,8 +27,11 @@ from tests.e2e.prom import Prometheus
 
 pytestmark = pytest.mark.topology
 
-SERVICES = ["rest", "grpc", "toxiproxy", "prometheus"]
-SCENARIO = direct_then("region")
+SERVICES = ["rest", "grpc", "rest-node", "grpc-node", "toxiproxy", "prometheus"]
+# Each runtime's services, direct and through their proxy (the paths of NetLab.rest/grpc).
+PATHS = (("direct", "proxy"), ("node", "node-proxy"))
+# Both runtimes in each group, so each runtime's cells go through its own proxies.
+SCENARIO = 'runtimes = ["python", "node"]\n' + direct_then("region")
 
 
 @dataclass
@@ -35,21 +39,33 @@ class NetLab:
     lab: Lab
     prometheus: Prometheus
     api: str
-    rest: dict[str, str]  # "direct" / "proxy" -> base URL
-    grpc: dict[str, str]  # "direct" / "proxy" -> host:port
+    rest: dict[str, str]  # a path of PATHS -> base URL
+    grpc: dict[str, str]  # a path of PATHS -> host:port
 
 
 @pytest.fixture(scope="module")
 def net_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NetLab]:
-    with profile_lab(tmp_path_factory.mktemp("netem"), "netem", SERVICES) as lab:
+    folder = tmp_path_factory.mktemp("netem")
+    with profile_lab(folder, "netem", SERVICES, COMPOSE_PROFILES="netem,node") as lab:
+
+        def at(service: str, port: int) -> str:
+            return lab.url(service, port).removeprefix("http://")
+
         yield NetLab(
             lab,
             Prometheus(lab.url("prometheus", 9090)),
             lab.url("toxiproxy", 8474),
-            {"direct": lab.url("rest", 8000), "proxy": lab.url("toxiproxy", 8000)},
             {
-                "direct": lab.url("grpc", 50051).removeprefix("http://"),
-                "proxy": lab.url("toxiproxy", 50051).removeprefix("http://"),
+                "direct": lab.url("rest", 8000),
+                "proxy": lab.url("toxiproxy", 8000),
+                "node": lab.url("rest-node", 8000),
+                "node-proxy": lab.url("toxiproxy", 8010),
+            },
+            {
+                "direct": at("grpc", 50051),
+                "proxy": at("toxiproxy", 50051),
+                "node": at("grpc-node", 50051),
+                "node-proxy": at("toxiproxy", 50061),
             },
         )
 
@@ -82,15 +98,16 @@ def test_the_region_profile_adds_its_round_trip_on_both_protocols(net_lab: NetLa
     finally:
         _network(net_lab, "direct")
     for protocol in ("rest", "grpc"):
-        # The proxy alone costs well under the profile's jitter; the profile adds its round trip
-        # (± jitter: the median of a uniform spread sits near its middle).
-        proxy_alone = bare[protocol]["proxy"] - bare[protocol]["direct"]
-        added = emulated[protocol]["proxy"] - bare[protocol]["direct"]
-        assert proxy_alone < region.jitter_ms, (protocol, bare)
-        low, high = region.rtt_ms - region.jitter_ms, region.rtt_ms + 2 * region.jitter_ms
-        assert low < added < high, (protocol, bare, emulated)
-        # Not through the proxy, nothing changes.
-        assert emulated[protocol]["direct"] < region.rtt_ms / 2, (protocol, emulated)
+        for direct, proxy in PATHS:
+            # The proxy alone costs well under the profile's jitter; the profile adds its round
+            # trip (± jitter: the median of a uniform spread sits near its middle).
+            proxy_alone = bare[protocol][proxy] - bare[protocol][direct]
+            added = emulated[protocol][proxy] - bare[protocol][direct]
+            assert proxy_alone < region.jitter_ms, (protocol, proxy, bare)
+            low, high = region.rtt_ms - region.jitter_ms, region.rtt_ms + 2 * region.jitter_ms
+            assert low < added < high, (protocol, proxy, bare, emulated)
+            # Not through the proxy, nothing changes.
+            assert emulated[protocol][direct] < region.rtt_ms / 2, (protocol, emulated)
 
 
 def test_prometheus_sees_what_each_proxy_carried(net_lab: NetLab) -> None:
@@ -100,7 +117,8 @@ def test_prometheus_sees_what_each_proxy_carried(net_lab: NetLab) -> None:
         found = net_lab.prometheus.values(
             "sum by (proxy) (toxiproxy_proxy_sent_bytes_total)", by="proxy"
         )
-        return found if all(found.get(p, 0) > 0 for p in ("rest", "grpc")) else None
+        every = ("rest", "grpc", "rest-node", "grpc-node")
+        return found if all(found.get(p, 0) > 0 for p in every) else None
 
     wait_for("toxiproxy's bytes per proxy in Prometheus", carried, timeout=40, every=2)
 
@@ -118,6 +136,12 @@ def test_a_bench_run_goes_through_the_proxies_only_where_its_groups_say(
         f"--toxiproxy-url={net_lab.api}",
         f"--net-rest-url={net_lab.rest['proxy']}",
         f"--net-grpc-target={net_lab.grpc['proxy']}",
+        f"--node-rest-url={net_lab.rest['node']}",
+        f"--node-grpc-target={net_lab.grpc['node']}",
+        f"--node-rest-metrics-url={net_lab.lab.url('rest-node', 9100)}/metrics",
+        f"--node-grpc-metrics-url={net_lab.lab.url('grpc-node', 9100)}/metrics",
+        f"--net-node-rest-url={net_lab.rest['node-proxy']}",
+        f"--net-node-grpc-target={net_lab.grpc['node-proxy']}",
         "--progress=off",
     ]
     assert main(["bench", str(scenario), *args]) == 0
@@ -125,7 +149,10 @@ def test_a_bench_run_goes_through_the_proxies_only_where_its_groups_say(
     manifest = json.loads((run / "manifest.json").read_text())
     assert set(manifest["network"]) == {"region"} and manifest["network_reset"] == "ok"
     tidy = pd.read_csv(run / "tidy.csv")
-    mean = tidy.pivot_table(index="protocol", columns="network", values="client_mean_ms")
+    assert len(tidy) == 8  # 2 groups x 2 runtimes x 2 protocols
+    mean = tidy.pivot_table(
+        index=["runtime", "protocol"], columns="network", values="client_mean_ms"
+    )
     added = mean["region"] - mean["direct"]
     assert ((added > 35) & (added < 60)).all(), mean
     assert httpx.get(f"{net_lab.api}/proxies/rest/toxics").json() == []
