@@ -5,16 +5,19 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from wirelab.contract.knobs import DEFAULTS, Knob
 from wirelab.contract.knobs import KNOBS as ALL_KNOBS
 from wirelab.core import Limits
 
-# The knobs this runtime honours, from the table both runtimes read (contract/knobs.json).
+# The knobs this runtime honours, from the table both runtimes read (contract/knobs.json). Each is
+# a field of Settings, or of its Limits, by the same name.
 KNOBS: tuple[Knob, ...] = tuple(k for k in ALL_KNOBS if "python" in k.runtimes)
 D = DEFAULTS
+_LIMITS = tuple(f.name for f in fields(Limits))
+_ON_OFF = ("metrics", "local_work", "amqp_persistent")  # on/off knobs, booleans in Settings
 
 
 @dataclass(frozen=True)
@@ -89,44 +92,10 @@ def load(
             k[knob.name] = knob.parse(ns[knob.name])
         except ValueError as exc:
             p.error(str(exc))
-    limits = Limits(
-        max_payload_bytes=k["max_payload_bytes"],
-        chunk_bytes=k["chunk_bytes"],
-        max_stream_count=k["max_stream_count"],
-        max_message_bytes=k["max_message_bytes"],
-        max_interval_ms=k["max_interval_ms"],
-        max_work_ms=k["max_work_ms"],
-        max_order_bytes=k["max_order_bytes"],
-        payload_budget_bytes=k["payload_budget_bytes"],
-    )
-    return Settings(
-        host=k["host"],
-        rest_port=k["rest_port"],
-        grpc_port=k["grpc_port"],
-        metrics_port=k["metrics_port"],
-        metrics=k["metrics"] == "on",
-        rest_handlers=k["rest_handlers"],
-        grpc_server=k["grpc_server"],
-        grpc_threads=max(1, k["grpc_threads"]),
-        grace_seconds=k["grace_seconds"],
-        limits=limits,
-        rest_max_header_bytes=k["rest_max_header_bytes"],
-        rest_header_timeout_seconds=k["rest_header_timeout_seconds"],
-        rest_body_timeout_seconds=k["rest_body_timeout_seconds"],
-        rest_http=k["rest_http"],
-        rest_tls_cert=k["rest_tls_cert"],
-        rest_tls_key=k["rest_tls_key"],
-        rest_max_concurrent_calls=k["rest_max_concurrent_calls"],
-        grpc_max_concurrent_calls=k["grpc_max_concurrent_calls"],
-        downstream=tuple(d.strip() for d in k["downstream"].split(",") if d.strip()),
-        fanout=k["fanout"],
-        local_work=k["local_work"] == "on",
-        downstream_timeout_seconds=k["downstream_timeout_seconds"],
-        grpc_balancing=k["grpc_balancing"],
-        amqp_consume=k["amqp_consume"],
-        amqp_user=k["amqp_user"],
-        amqp_password=k["amqp_password"],
-        amqp_persistent=k["amqp_persistent"] == "on",
-        amqp_prefetch=max(1, k["amqp_prefetch"]),
-        amqp_shape=k["amqp_shape"],
-    )
+    limits = Limits(**{name: k.pop(name) for name in _LIMITS})
+    for name in _ON_OFF:
+        k[name] = k[name] == "on"
+    k["downstream"] = tuple(d.strip() for d in k["downstream"].split(",") if d.strip())
+    k["grpc_threads"] = max(1, k["grpc_threads"])
+    k["amqp_prefetch"] = max(1, k["amqp_prefetch"])
+    return Settings(limits=limits, **k)
