@@ -177,7 +177,7 @@ def run(scenario: Scenario, knobs: Knobs) -> tuple[int, Path]:
             manifest["servers"] = {"reason": f"{type(exc).__name__}: {exc}"}
         phase = "topology"
         _wait_healthy(knobs, arms)
-        manifest["topology"] = _topology(scenario, lab, protocols, progress)
+        manifest["topology"] = _topology(scenario, lab, arms, progress)
         if needed := scenario.networks():
             phase = "network"
             network = Network(Path(knobs.network_profiles), knobs.toxiproxy_url, needed)
@@ -279,11 +279,16 @@ def _parity(knobs: Knobs, arms: dict[str, tuple[str, ...]]) -> list[str]:
 
 
 def _topology(
-    scenario: Scenario, lab: Lab, protocols: tuple[str, ...], progress: Progress
+    scenario: Scenario, lab: Lab, arms: dict[str, tuple[str, ...]], progress: Progress
 ) -> dict[str, Any]:
     """Each edge's downstreams, read live: a run whose figures would carry the wrong topology
-    stops here (TopologyError), before anything is measured."""
-    peers = edge_peers(protocols, lab.server_urls, lab.prometheus)
+    stops here (TopologyError), before anything is measured. The Node.js edges (``rest-node``,
+    ``grpc-node``) are read from their own /metrics only: Prometheus's export sums runtimes."""
+    peers = edge_peers(arms.get("python", ()), lab.server_urls, lab.prometheus)
+    node = edge_peers(arms.get("node", ()), lab.node_server_urls, None)
+    for proto in node.found:
+        peers.found[f"{proto}-node"] = node.found[proto]
+        peers.source[f"{proto}-node"] = node.source[proto]
     if why := refusal(scenario.name, scenario.topology, peers):
         raise TopologyError(why)
     unknown = [p for p, found in peers.found.items() if found is None]

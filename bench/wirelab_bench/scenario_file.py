@@ -118,13 +118,16 @@ def parse_scenario(data: dict[str, Any], path: Path, networks: Collection[str] =
 
 # The AMQP arm runs in this topology only (topologies/order-chain.yaml, profile amqp).
 AMQP_TOPOLOGY = "order-chain"
+# The topologies whose file wires the Node.js services too (topologies/a-to-b.yaml's rest-node-b).
+NODE_TOPOLOGIES = (ONE_HOP, "a-to-b")
 
 
 def check_routes(scenario: Scenario) -> None:
     """Refuse a scenario with cells the lab cannot run as labelled. The AMQP arm exists in the
     order chain only, and Toxiproxy carries no route to it (its cells would run direct while
-    their rows named a network profile); the Node.js services run in the one-hop lab only,
-    without the AMQP arm (Toxiproxy fronts them as it fronts the Python ones)."""
+    their rows named a network profile); the Node.js services run in the one-hop lab and the
+    a-to-b topology (the topologies with Node.js wiring), without the AMQP arm (Toxiproxy fronts
+    them as it fronts the Python ones)."""
     for g in scenario.groups:
         if "node" in g.runtimes:
             _check_node(scenario, g)
@@ -197,8 +200,11 @@ def _group(m: dict[str, Any], at: str, networks: Collection[str]) -> Group:
 
 def _check_node(scenario: Scenario, g: Group) -> None:
     where = f"{scenario.path}: group {g.name}: runtime node"
-    if scenario.topology != ONE_HOP:
-        raise ScenarioError(f"{where} runs in topology {ONE_HOP} only ({scenario.topology} here)")
+    if scenario.topology not in NODE_TOPOLOGIES:
+        raise ScenarioError(
+            f"{where} runs in topologies {', '.join(NODE_TOPOLOGIES)} only"
+            f" ({scenario.topology} here)"
+        )
     if "amqp" in g.protocols:
         raise ScenarioError(f"{where} has no AMQP arm (protocols rest and grpc)")
 

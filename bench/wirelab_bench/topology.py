@@ -103,6 +103,7 @@ def refusal(scenario: str, topology: str, peers: Peers) -> str | None:
         if found is None:
             continue
         profile = " PROFILES=amqp" if proto == "amqp" else ""
+        profile = " PROFILES=node" if proto.endswith("-node") else profile
         start = f"start it with `make lab TOPOLOGY={topology}{profile}`"
         names = ", ".join(found)
         if topology == ONE_HOP and found:

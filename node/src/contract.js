@@ -1,6 +1,7 @@
 'use strict';
 // The metric contract (services/wirelab/contract/metrics.json) read as data, and the outcome
-// mapping of services/wirelab/contract/__init__.py (http_outcome, grpc_outcome).
+// mapping of services/wirelab/contract/__init__.py (http_outcome, grpc_outcome), and its peer names
+// of downstream addresses (peer_of, address_of).
 const fs = require('node:fs');
 const { CONTRACT } = require('./paths');
 
@@ -26,6 +27,30 @@ function grpcOutcome(codeName) {
   return 'server_error';
 }
 
+/** ``target`` without its ``#peer`` name (see peerOf): what is actually dialled. */
+function addressOf(target) {
+  const at = target.indexOf('#');
+  return at < 0 ? target : target.slice(0, at);
+}
+
+/** The ``peer`` label of calls to ``address`` (contract/__init__.py's peer_of): its host name,
+ * from a URL, a gRPC target (``grpc-b:50051``, ``dns:///grpc-b:50051``, ``[::1]:50051``) or a
+ * bare host; or the name after ``#`` (a hop reached through a proxy keeps its service's name). */
+function peerOf(address) {
+  const at = address.indexOf('#');
+  if (at >= 0 && at < address.length - 1) return address.slice(at + 1);
+  const bare = at < 0 ? address : address.slice(0, at);
+  const scheme = bare.indexOf('://');
+  const rest = (scheme < 0 ? bare : bare.slice(scheme + 3)).replace(/^\/+/, '');
+  const host = rest.split('/')[0];
+  if (host.startsWith('[')) {
+    const end = host.indexOf(']');
+    return end >= 0 ? host.slice(1, end) : host.slice(1);
+  }
+  const colons = host.split(':').length - 1;
+  return colons === 1 ? host.slice(0, host.lastIndexOf(':')) : host;
+}
+
 /** A family's buckets, resolved from the contract's named bucket sets. */
 function bucketsOf(family) {
   return family.buckets ? DATA.buckets[family.buckets] : undefined;
@@ -39,7 +64,12 @@ module.exports = {
   STREAM_KINDS: new Set(DATA.stream_kinds),
   CANONICAL_CODES: DATA.canonical_codes,
   SERVER: DATA.server,
+  CLIENT: DATA.client,
+  CALLS: DATA.calls,
+  CLIENT_OUTCOMES: [...DATA.outcomes, ...DATA.client_only_outcomes],
+  addressOf,
   bucketsOf,
+  peerOf,
   httpOutcome,
   grpcOutcome,
 };

@@ -124,7 +124,9 @@ function hashBlob(data, limits) {
 
 // Python's str.split() separators (str.isspace), not JavaScript's \s: \s also takes U+FEFF and
 // leaves out U+001C-U+001F and U+0085, so "a\x1fb" would be one word here and two in Python.
-const PY_WHITESPACE = /[\t\n\v\f\r\x1c-\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]+/;
+const SPACES = '\\t\\n\\v\\f\\r\\x1c-\\x20\\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000';
+const PY_WHITESPACE = new RegExp(`[${SPACES}]+`);
+const PY_SPACE = new RegExp(`^[${SPACES}]$`);
 
 function countWords(text) {
   const words = text.split(PY_WHITESPACE);
@@ -167,12 +169,39 @@ function orderTotals(order, countWordsToo) {
   };
 }
 
+/** Validate an order and compute its totals, without the simulated work (a relay hop checks an
+ * order this way before sending it on). */
+function checkOrder(order, workMs, countWordsToo, limits) {
+  checkRange('work_ms', workMs, limits.maxWorkMs);
+  return orderTotals(order, countWordsToo);
+}
+
+/** The simulated business delay, awaited without blocking the event loop; ``signal`` cuts it
+ * short (a relay's failed fan-out). */
+async function work(workMs, signal = undefined) {
+  if (workMs) await sleep(workMs, undefined, { signal });
+}
+
 /** Validate an order and compute its totals, then the simulated delay without blocking. */
 async function processOrder(order, workMs, countWordsToo, limits) {
-  checkRange('work_ms', workMs, limits.maxWorkMs);
-  const totals = orderTotals(order, countWordsToo);
-  if (workMs) await sleep(workMs);
+  const totals = checkOrder(order, workMs, countWordsToo, limits);
+  await work(workMs);
   return totals;
+}
+
+/** ``note`` in ``parts`` pieces of about equal length, cut only at whitespace, so that the
+ * pieces' word and character counts add up to the note's (core/orders.py's split_note, counted
+ * in code points as Python's str is, so both runtimes cut a note at the same places). */
+function splitNote(note, parts) {
+  const chars = Array.from(note);
+  const cuts = [0];
+  for (let i = 1; i < parts; i += 1) {
+    let at = Math.max(cuts[cuts.length - 1], Math.floor((chars.length * i) / parts));
+    while (at < chars.length && !PY_SPACE.test(chars[at])) at += 1;
+    cuts.push(at);
+  }
+  cuts.push(chars.length);
+  return cuts.slice(1).map((end, i) => chars.slice(cuts[i], end).join(''));
 }
 
 // ------------------------------------------------------------------------------------- streams
@@ -222,6 +251,9 @@ module.exports = {
   payload,
   payloadSlice,
   pong,
+  checkOrder,
   processOrder,
+  splitNote,
+  work,
   streamPlan,
 };

@@ -140,7 +140,7 @@ const UNMEASURED = {
 };
 
 class ServerMetrics {
-  constructor(protocol, concurrency, registry = new client.Registry()) {
+  constructor(protocol, concurrency, registry = new client.Registry(), fanout = 'none') {
     if (!contract.PROTOCOLS.includes(protocol)) throw new Error(`unknown protocol ${protocol}`);
     this.protocol = protocol;
     this.registry = registry;
@@ -148,8 +148,8 @@ class ServerMetrics {
     for (const family of contract.SERVER) this.made[family.name] = instrument(family, registry);
     const m = this.made;
     this.requests = m.wirelab_server_requests;
-    // No downstreams in Node.js yet (docs/node.md): fanout "none", as a Python service without them.
-    m.wirelab_server_info.set({ protocol, concurrency, fanout: "none" }, 1);
+    // fanout: how orders go to WIRELAB_DOWNSTREAM (hops.js), "none" without downstreams.
+    m.wirelab_server_info.set({ protocol, concurrency, fanout }, 1);
     // The payload budget: 0 capacity until reportBudget is called, which is also what the knob's
     // 0 (admission off) reads as.
     m.wirelab_server_payload_budget_bytes.set({ protocol }, 0);
@@ -254,7 +254,8 @@ function zero(family, metric, labels) {
 
 /** The server metrics, or null with WIRELAB_METRICS=off. */
 function instruments(settings, protocol, concurrency) {
-  return settings.metrics ? new ServerMetrics(protocol, concurrency) : null;
+  const fanout = settings.downstream.length ? settings.fanout : 'none';
+  return settings.metrics ? new ServerMetrics(protocol, concurrency, new client.Registry(), fanout) : null;
 }
 
 /** A call of ``kind`` measured by ``metrics``, or a no-op without metrics. */

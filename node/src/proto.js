@@ -42,17 +42,33 @@ function canonical(type, message) {
   return message;
 }
 
-/** message name -> (plain object with proto field names) -> its canonical protobuf bytes. */
+let ROOT = null;
+
+function root() {
+  if (ROOT === null) {
+    ROOT = new protobuf.Root().loadSync(PROTO, { keepCase: true });
+    ROOT.resolveAll();
+  }
+  return ROOT;
+}
+
+function encoderFor(type) {
+  return (object) => Buffer.from(type.encode(canonical(type, type.fromObject(object))).finish());
+}
+
+/** method name -> (plain object with proto field names) -> its reply's canonical protobuf bytes. */
 function encoders() {
-  const root = new protobuf.Root().loadSync(PROTO, { keepCase: true });
-  root.resolveAll();
-  const service = root.lookupService(SERVICE);
   const found = {};
-  for (const method of service.methodsArray) {
-    const type = method.resolvedResponseType;
-    found[method.name] = (object) => Buffer.from(type.encode(canonical(type, type.fromObject(object))).finish());
+  for (const method of root().lookupService(SERVICE).methodsArray) {
+    found[method.name] = encoderFor(method.resolvedResponseType);
   }
   return found;
 }
 
-module.exports = { SERVICE, OPTIONS, encoders, load };
+/** (plain object) -> canonical protobuf bytes of the contract's message ``name`` (a relay's
+ * requests: hops.js). */
+function encoderOf(name) {
+  return encoderFor(root().lookupType(`${SERVICE.split('.').slice(0, -1).join('.')}.${name}`));
+}
+
+module.exports = { SERVICE, OPTIONS, encoderOf, encoders, load };

@@ -5,6 +5,7 @@ const settingsModule = require('./settings');
 const { instruments } = require('./metrics');
 const { startServer } = require('./exposition');
 const { cluster, concurrencyOf, offerMetrics, runPrimary } = require('./cluster');
+const { buildRelay } = require('./hops');
 
 const NAMES = { rest: 'REST', grpc: 'gRPC' };
 
@@ -14,7 +15,8 @@ function fail(prog, message, code) {
 }
 
 /**
- * Run the ``protocol`` service: ``start(settings, metrics)`` serves it on its port and resolves to
+ * Run the ``protocol`` service: ``start(settings, metrics, relay)`` serves it on its port (with
+ * WIRELAB_DOWNSTREAM, ``relay`` sends orders on: hops.js; else null) and resolves to
  * a server with ``drain(graceSeconds)`` (or exits non-zero with one line saying why). One process,
  * or with WIRELAB_NODE_WORKERS=N > 1 a cluster primary and N workers each running ``start``; the
  * ready line is printed once the service (every worker) listens, after the SIGTERM handler is in
@@ -24,6 +26,14 @@ async function serve(prog, protocol, start) {
   let settings;
   try {
     settings = settingsModule.load();
+  } catch (exc) {
+    fail(prog, exc.message, 2);
+  }
+  try {
+    // Knobs that contradict each other (a downstream of the other protocol) stop the service
+    // here, before any worker starts.
+    const relay = buildRelay(settings, protocol, null);
+    if (relay !== null) relay.close();
   } catch (exc) {
     fail(prog, exc.message, 2);
   }
@@ -45,13 +55,17 @@ async function serve(prog, protocol, start) {
       fail(prog, `cannot listen for metrics on ${settings.host}:${settings.metricsPort}: ${exc.message}`, 1);
     }
   }
+  const relay = buildRelay(settings, protocol, metrics && metrics.registry);
   let server;
   try {
-    server = await start(settings, metrics);
+    server = await start(settings, metrics, relay);
   } catch (exc) {
     fail(prog, `cannot listen for ${NAMES[protocol]} on ${settings.host}:${port}: ${exc.message}`, 1);
   }
-  onTerm(metricsServer, () => server.drain(settings.graceSeconds));
+  onTerm(metricsServer, async () => {
+    await server.drain(settings.graceSeconds);
+    if (relay !== null) relay.close();
+  });
   if (ready !== null) console.log(ready);
 }
 

@@ -1,8 +1,8 @@
 'use strict';
 // The WIRELAB_* knobs this runtime honours: those of services/wirelab/contract/knobs.json, the
 // one table both runtimes read (name, type, default, help), whose `runtimes` name node. The
-// Python servers' own machinery (handler modes, thread pools, topologies) is not implemented here
-// yet, and node_workers is Node's own: docs/node.md.
+// Python servers' own machinery (handler modes, thread pools, the AMQP arm) is not implemented
+// here, and node_workers is Node's own: docs/node.md.
 const fs = require('node:fs');
 const { KNOBS_FILE } = require('./paths');
 
@@ -51,6 +51,12 @@ function load(env = process.env) {
     restBodyTimeoutSeconds: k.rest_body_timeout_seconds,
     restMaxConcurrentCalls: k.rest_max_concurrent_calls,
     grpcMaxConcurrentCalls: k.grpc_max_concurrent_calls,
+    // Topologies (hops.js): comma separated, as settings.py splits them.
+    downstream: k.downstream.split(',').map((d) => d.trim()).filter((d) => d),
+    fanout: k.fanout,
+    localWork: k.local_work === 'on',
+    downstreamTimeoutSeconds: k.downstream_timeout_seconds,
+    grpcBalancing: k.grpc_balancing,
     limits: {
       maxPayloadBytes: k.max_payload_bytes,
       chunkBytes: k.chunk_bytes,

@@ -22,7 +22,9 @@ from wirelab_bench.perf.hopstats import (
     DIRECT,
     NGINX,
     ROUND_ROBIN,
+    RUNTIME_ARMS,
     WIRELAB,
+    WIRELAB_NODE,
     ArmRun,
     Round,
     added,
@@ -35,6 +37,8 @@ from wirelab_bench.perf.loadtools import Load
 from wirelab_bench.perf.replicas import ROUND_ROBIN_CONFIG, dns_server, served
 from wirelab_bench.perf.svcprocs import Service
 from wirelab_bench.perf.vegeta import parse_vegeta
+
+from tests.node.conftest import node_binary
 
 
 def _run(p50_ms: float, relay_cpu_s: float = 0.0, ok: int = 100) -> ArmRun:
@@ -197,3 +201,20 @@ def test_nginx_spreads_orders_over_the_three_bs_and_direct_reaches_the_first(pro
                 hop.answer(protocol, setup.targets[arm])
             spread = [served(b) - n for b, n in zip(setup.bs, before, strict=True)]
             assert sum(spread) == 30 and spread_problem(arm, spread) == ""
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("protocol", ["rest", "grpc"])
+def test_both_runtimes_relays_answer_as_b_and_the_node_relays_cpu_counts(protocol: str) -> None:
+    """The runtimes comparison's process set on loopback: one Python B, the Python and the
+    Node.js relay in front of it, each answering B's reply (runtime_set checks it); the Node
+    relay is the pinned process whose CPU the benchmark reads."""
+    node_binary()
+    with hop.runtime_set(protocol, "on") as setup:
+        assert set(setup.targets) == set(RUNTIME_ARMS)
+        relay = setup.relays[WIRELAB_NODE]
+        before = relay.cpu_seconds()
+        for _ in range(50):
+            hop.answer(protocol, relay.address)
+        assert relay.cpu_seconds() > before
+        assert served(setup.bs[0]) >= 50

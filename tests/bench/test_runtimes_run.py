@@ -5,7 +5,6 @@ service, then the report's runtime comparison."""
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,7 +16,8 @@ from wirelab_bench.report import render
 from wirelab_bench.scenario_file import ScenarioError, load_scenario
 
 from tests.bench.lab import Services
-from tests.node.test_conformance import NODE, NODE_DIR, start_node
+from tests.node.conftest import node_binary
+from tests.node.test_conformance import start_node
 from tests.services.test_integration import Service
 
 SCENARIO = """
@@ -36,16 +36,12 @@ max_error_ratio = 0.0
 
 @pytest.fixture(scope="module")
 def node_services(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Service]]:
-    if NODE is None:
-        if os.environ.get("CI"):
-            pytest.fail("node is not installed, and CI must run the runtimes test")
-        pytest.skip("node is not installed")
-    assert (NODE_DIR / "node_modules").is_dir(), f"run `npm ci` in {NODE_DIR} (tests/run does)"
+    node = node_binary()
     logs = tmp_path_factory.mktemp("node-logs")
     started: dict[str, Service] = {}
     try:
         for protocol in ("rest", "grpc"):
-            started[protocol] = start_node(NODE, protocol, logs)
+            started[protocol] = start_node(node, protocol, logs)
         yield started
     finally:
         for service in started.values():
@@ -93,7 +89,10 @@ def test_a_run_over_both_runtimes_measures_each_on_its_own_services(
     ("text", "message"),
     [
         ('runtimes = ["deno"]\n', "unknown runtimes value 'deno'"),
-        ('runtimes = ["node"]\ntopology = "a-to-b"\n', "runtime node runs in topology one-hop"),
+        (
+            'runtimes = ["node"]\ntopology = "order-chain"\n',
+            "runtime node runs in topologies one-hop, a-to-b only",
+        ),
     ],
 )
 def test_node_cells_are_refused_where_the_lab_cannot_run_them(

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import yaml
@@ -33,17 +34,22 @@ def _jobs() -> dict[str, dict[str, Any]]:
     return {job["job_name"]: job for job in config["scrape_configs"]}
 
 
-def _hop_services() -> set[str]:
-    """Services of topologies/*.yaml that are the lab's own service image: a hop (`extends`
-    rest or grpc), not an edge (rest and grpc themselves) nor a balancer (its own image)."""
-    found: set[str] = set()
+_EDGES = {"rest": "python", "grpc": "python", "rest-node": "node", "grpc-node": "node"}
+
+
+def _hop_services() -> dict[str, str]:
+    """Services of topologies/*.yaml that are a lab service's image, by runtime: a hop (`extends`
+    rest, grpc or their Node.js twins), not an edge (those themselves) nor a balancer."""
+    found: dict[str, str] = {}
     for path in sorted(TOPOLOGIES.glob("*.yaml")):
         services: dict[str, Any] = yaml.load(path.read_text(), _ComposeLoader)["services"]
         for name, service in services.items():
-            if (service.get("extends") or {}).get("service") in {"rest", "grpc"}:
-                found.add(name)
+            extended = (service.get("extends") or {}).get("service")
+            if extended in _EDGES:
+                found[name] = _EDGES[extended]
     # The AMQP arm's edge extends the gRPC service but is called by the load generator: its job.
-    return found - {"amqp"}
+    found.pop("amqp", None)
+    return found
 
 
 def _named_by_dns(runtime: str) -> list[dict[str, Any]]:
@@ -71,8 +77,17 @@ def test_the_hops_job_finds_every_topologys_hops_by_dns_one_target_per_replica()
     # Type A: every replica's address is a target (instance = address:port, one series each).
     assert (dns["type"], dns["port"]) == ("A", 9100)
     assert _hop_services(), "no hop services in topologies/: the check would pass vacuously"
-    assert set(dns["names"]) == _hop_services()
-    assert hops["relabel_configs"] == _named_by_dns("python")
+    assert set(dns["names"]) == set(_hop_services())
+    # Every hop is python, but for the names the last rule gives runtime="node": exactly the
+    # Node.js hops (Prometheus anchors a relabel regex at both ends).
+    *named, node = hops["relabel_configs"]
+    assert named == _named_by_dns("python")
+    assert {k: v for k, v in node.items() if k != "regex"} == {
+        "source_labels": ["__meta_dns_name"], "target_label": "runtime", "replacement": "node"
+    }  # fmt: skip
+    runtimes = {s: "node" if re.fullmatch(node["regex"], s) else "python" for s in _hop_services()}
+    assert runtimes == _hop_services()
+    assert "node" in runtimes.values()
     # Scraped like the edges: a hop's figures sit beside its caller's on the same 1 s grid.
     assert (hops["scrape_interval"], _jobs()["rest"]["scrape_interval"]) == ("1s", "1s")
 

@@ -8,7 +8,7 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
@@ -19,7 +19,7 @@ from wirelab.v1 import wirelab_pb2 as pb
 from wirelab.v1 import wirelab_pb2_grpc as pb_grpc
 
 from tests.config.queries import ANY_TOPOLOGY, REPO, all_queries
-from tests.e2e.bench_run import bench, host_env, report
+from tests.e2e.bench_run import bench, bench_env, host_env, report
 from tests.e2e.engine import engine_for
 from tests.e2e.lab import Lab, booted, healthy, wait_for
 from tests.e2e.prom import Prometheus
@@ -35,10 +35,19 @@ class Shape:
     hops: dict[str, tuple[tuple[str, str], ...]]
     extra: tuple[str, ...] = ()
     work_ms: int = 10
+    # The same for the Node.js edges (rest-node, grpc-node), where the topology file wires them:
+    # booted with compose's node profile.
+    node_hops: dict[str, tuple[tuple[str, str], ...]] = field(default_factory=dict)
 
 
 SHAPES = {
-    "a-to-b": Shape({"rest": (("rest-b", "rest-b"),), "grpc": (("grpc-b", "grpc-b"),)}),
+    "a-to-b": Shape(
+        {"rest": (("rest-b", "rest-b"),), "grpc": (("grpc-b", "grpc-b"),)},
+        node_hops={
+            "rest": (("rest-node-b", "rest-node-b"),),
+            "grpc": (("grpc-node-b", "grpc-node-b"),),
+        },
+    ),
     "order-chain": Shape(
         {
             p: tuple((f"{p}-{s}", f"{p}-{s}") for s in ("product", "customer", "shipping"))
@@ -68,6 +77,15 @@ class Running:
     prometheus: Prometheus
     rest_url: str
     grpc_target: str
+    # The Node.js edges (runtime -> URL or target), when the topology wires them.
+    node_rest_url: str = ""
+    node_grpc_target: str = ""
+
+    def edge(self, protocol: str, runtime: str) -> str:
+        """Where orders of ``protocol`` go for ``runtime``'s edge."""
+        if runtime == "node":
+            return self.node_rest_url if protocol == "rest" else self.node_grpc_target
+        return self.rest_url if protocol == "rest" else self.grpc_target
 
 
 @pytest.fixture(scope="module")
@@ -87,9 +105,13 @@ def topology(
     lab = Lab.create(tmp_path_factory.mktemp(name), topology=name)
     hops = {service for pairs in shape.hops.values() for _, service in pairs}
     lab.services = ["rest", "grpc", *sorted(hops), *shape.extra, "prometheus"]
+    node_hops = {service for pairs in shape.node_hops.values() for _, service in pairs}
+    if node_hops:
+        lab.env["COMPOSE_PROFILES"] = "node"
+        lab.services += ["rest-node", "grpc-node", *sorted(node_hops)]
     with booted(lab):
         grpc_address = lab.compose("port", "grpc", "50051", timeout=30).stdout.strip()
-        yield Running(
+        running = Running(
             name,
             shape,
             lab,
@@ -97,6 +119,10 @@ def topology(
             lab.url("rest", 8000),
             grpc_address,
         )
+        if node_hops:
+            running.node_rest_url = lab.url("rest-node", 8000)
+            running.node_grpc_target = lab.url("grpc-node", 50051).removeprefix("http://")
+        yield running
 
 
 def _order(number: int, work_ms: int) -> dict[str, object]:
@@ -107,11 +133,15 @@ def _order(number: int, work_ms: int) -> dict[str, object]:
     return {"order": order, "work_ms": work_ms}
 
 
-def send_orders(running: Running, protocol: str, count: int) -> Counter[str]:
-    """``count`` orders through the edge, 6 at a time; the status of each (200, OK, 502, ...)."""
+def send_orders(
+    running: Running, protocol: str, count: int, runtime: str = "python"
+) -> Counter[str]:
+    """``count`` orders through ``runtime``'s edge, 6 at a time; the status of each (200, OK,
+    502, ...)."""
     work = running.shape.work_ms
+    edge = running.edge(protocol, runtime)
     if protocol == "rest":
-        with httpx.Client(base_url=running.rest_url, timeout=CALL_TIMEOUT) as client:
+        with httpx.Client(base_url=edge, timeout=CALL_TIMEOUT) as client:
 
             def rest_call(n: int) -> str:
                 try:
@@ -121,7 +151,7 @@ def send_orders(running: Running, protocol: str, count: int) -> Counter[str]:
 
             with ThreadPoolExecutor(6) as pool:
                 return Counter(pool.map(rest_call, range(count)))
-    with grpc.insecure_channel(running.grpc_target) as channel:
+    with grpc.insecure_channel(edge) as channel:
         stub = pb_grpc.WireLabStub(channel)
 
         def grpc_call(n: int) -> str:
@@ -182,6 +212,38 @@ def test_orders_cross_every_hop_and_counts_agree_hop_by_hop(topology: Running) -
         for peer, service in pairs:
             assert sent.get(peer) == ORDERS, (topology.name, peer, sent)
             assert served.get(service) == ORDERS, (topology.name, service, served)
+
+
+# The Node.js edges' tests run on the topologies that wire them (a-to-b).
+NODE_WIRED = pytest.mark.parametrize(
+    "topology", sorted(n for n, s in SHAPES.items() if s.node_hops), indirect=True
+)
+
+
+@NODE_WIRED
+def test_the_node_edges_relay_to_their_node_hops_and_counts_agree(topology: Running) -> None:
+    """The Node.js arm end to end (docs/node.md): its edges' calls counted by peer on their own
+    jobs, and the same number served by the Node.js hops, which Prometheus labels runtime node."""
+    prometheus = topology.prometheus
+    for protocol, pairs in topology.shape.node_hops.items():
+        statuses = send_orders(topology, protocol, ORDERS, "node")
+        assert statuses == Counter({OK[protocol]: ORDERS}), (protocol, statuses)
+        sent = _settled(
+            prometheus,
+            f'sum by (peer) (wirelab_client_requests_total{{job="{protocol}-node", outcome="ok"}})',
+            "peer",
+        )
+        served = _settled(
+            prometheus,
+            'sum by (service) (wirelab_server_requests_total{job="hops", runtime="node", '
+            f'kind="unary", protocol="{protocol}", outcome="ok"}})',
+            "service",
+        )
+        for peer, service in pairs:
+            assert sent.get(peer) == ORDERS, (peer, sent)
+            assert served.get(service) == ORDERS, (service, served)
+        fanout = prometheus.values(f'wirelab_server_info{{job="{protocol}-node"}}', "fanout")
+        assert set(fanout) == {"sequential"}, fanout
 
 
 def test_the_queries_of_this_topology_return_data(topology: Running) -> None:
@@ -254,14 +316,30 @@ def test_bench_and_report_on_this_topology(topology: Running, tmp_path: Path) ->
     runner finds the edges' downstreams, the tidy rows carry the topology and per-hop columns,
     and the report's topology section runs without an error."""
     scenario = tmp_path / f"{topology.name}-smoke.toml"
+    # Both runtimes where the topology wires the Node.js edges too: the runner checks their
+    # downstreams as it checks the Python edges'.
+    runtimes = '["python", "node"]' if topology.shape.node_hops else '["python"]'
     scenario.write_text(
         f'topology = "{topology.name}"\nkinds = ["unary"]\nwork_ms = {topology.shape.work_ms}\n'
         'loads = [{ users = 2, label = "smoke" }]\nwarmup_s = 0.5\nduration_s = 2\ncooldown_s = 0\n'
+        f"runtimes = {runtimes}\n"
     )
     env = host_env(topology.lab) | {"WIRELAB_REPORT_OUTPUT": str(tmp_path)}
+    if topology.shape.node_hops:
+        lab = topology.lab
+        env |= bench_env(
+            lab,
+            node_rest_url=topology.node_rest_url,
+            node_grpc_target=topology.node_grpc_target,
+            node_rest_metrics_url=lab.url("rest-node", 9100) + "/metrics",
+            node_grpc_metrics_url=lab.url("grpc-node", 9100) + "/metrics",
+        )
     run_dir, manifest, tidy = bench(topology.lab, env, scenario)
     assert manifest["topology"]["name"] == topology.name, manifest["topology"]
     assert set(tidy["topology"]) == {topology.name}
+    assert set(tidy["runtime"]) == ({"python", "node"} if topology.shape.node_hops else {"python"})
+    if topology.shape.node_hops:
+        assert set(manifest["topology"]["peers"]) == {"rest", "grpc", "rest-node", "grpc-node"}
     assert (tidy["errors"] == 0).all(), tidy.to_string()
     hops = {p: len(pairs) for p, pairs in topology.shape.hops.items()}
     for _, row in tidy.iterrows():

@@ -6,8 +6,6 @@ same digest), and the same wirelab_server_* families, label sets, bucket bounds 
 from __future__ import annotations
 
 import base64
-import os
-import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,12 +22,11 @@ from wirelab.contract import SERVER
 from wirelab.v1 import wirelab_pb2 as pb
 from wirelab.v1 import wirelab_pb2_grpc as pb_grpc
 
+from tests.node.conftest import NODE_DIR
 from tests.services.test_integration import Service, launch, start
 
 pytestmark = pytest.mark.integration
 
-NODE_DIR = Path(__file__).resolve().parents[2] / "node"
-NODE = shutil.which("node")
 # Samples whose values may differ between runtimes: the bytes the payload budget holds at the
 # moment of a scrape (each runtime releases them at its own point of a call's end; the configured
 # budget is compared). The pieces a streamed request body arrives in depend on each server's reads
@@ -39,21 +36,9 @@ VALUE_EXEMPT = {"wirelab_server_payload_in_flight_bytes"}
 RUNTIME_LABELS = {("wirelab_server_info", "concurrency")}
 
 
-@pytest.fixture(scope="module")
-def node() -> str:
-    if NODE is None:
-        if os.environ.get("CI"):
-            pytest.fail("node is not installed, and CI must run the Node.js conformance test")
-        pytest.skip(
-            "node is not installed: the Node.js runtime's conformance test needs Node.js 20+"
-        )
-    assert (NODE_DIR / "node_modules").is_dir(), f"run `npm ci` in {NODE_DIR} (tests/run does)"
-    return NODE
-
-
-def start_node(node: str, protocol: str, tmp: Path) -> Service:
+def start_node(node: str, protocol: str, tmp: Path, env: dict[str, str] | None = None) -> Service:
     main = str(NODE_DIR / "src" / protocol / "main.js")
-    return launch([node, main], protocol, tmp, lambda _, port: _healthy(protocol, port))
+    return launch([node, main], protocol, tmp, lambda _, port: _healthy(protocol, port), env)
 
 
 def _healthy(protocol: str, port: int) -> bool:

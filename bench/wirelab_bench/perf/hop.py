@@ -17,6 +17,11 @@ relay's CPU per call (psutil, children included) and the load tool's (this proce
 finished children's), each the median of the rounds with its 95 % interval, and then what
 wirelab's hop adds over the bare one.
 
+--compare runtimes sets the two runtimes' relays side by side: direct; wirelab, the Python relay
+above; wirelab-node, the Node.js service (node/, WIRELAB_DOWNSTREAM=B, WIRELAB_LOCAL_WORK=off) in
+front of the same Python B. Printed: each relay over direct, and the Node.js hop over the Python
+one (its added latency and relay CPU per call).
+
 --compare balance measures load balancing instead, over three Bs (the cluster topology's
 replicas, on one port of 127.0.0.1-3) sharing the server CPU: direct, the load tool calls the
 first; round-robin (gRPC only), ghz balances over all three itself, grpc-go's round_robin over
@@ -62,7 +67,9 @@ from wirelab_bench.perf.hopstats import (
     DIRECT,
     NGINX,
     ROUND_ROBIN,
+    RUNTIME_ARMS,
     WIRELAB,
+    WIRELAB_NODE,
     ArmRun,
     Round,
     added,
@@ -76,6 +83,8 @@ from wirelab_bench.perf.hopstats import (
     spread_problem,
 )
 from wirelab_bench.perf.loadtools import Load, ghz
+from wirelab_bench.perf.node import SERVICES as NODE_SERVICES
+from wirelab_bench.perf.node import node_process
 from wirelab_bench.perf.overhead import find_ghz, pair_rounds
 from wirelab_bench.perf.replicas import dns_server, replicas, served
 from wirelab_bench.perf.svcprocs import (
@@ -103,7 +112,13 @@ KNOBS: tuple[Knob, ...] = (
     ("rounds", int, 10, "measured rounds per protocol; each round runs every arm once"),
     ("sets", int, 3, "fresh process sets (every B and relay) per protocol, the rounds split"),
     ("protocols", str, "rest,grpc", "comma-separated protocols to measure"),
-    ("compare", str, "hop", "hop: one relay hop's four arms; balance: balancing over three Bs"),
+    (
+        "compare",
+        str,
+        "hop",
+        "hop: one relay hop's four arms; runtimes: the Python relay against"
+        " the Node.js one; balance: balancing over three Bs",
+    ),
     ("metrics", str, "on", "WIRELAB_METRICS of B and A (on: as the lab runs them)"),
     ("ghz", str, "", "path of the ghz binary (default: PATH, then ~/go/bin/ghz)"),
     ("vegeta", str, "", "path of the vegeta binary (default: PATH, then ~/go/bin/vegeta)"),
@@ -257,6 +272,28 @@ def process_set(protocol: str, metrics: str) -> Iterator[Setup]:
 
 
 @contextmanager
+def runtime_set(protocol: str, metrics: str) -> Iterator[Setup]:
+    """B (Python), and each runtime's wirelab relay in front of it."""
+    node = shutil.which("node")
+    if node is None:
+        raise RuntimeError("--compare runtimes needs node on PATH (and npm ci in node/)")
+    with ExitStack() as stack:
+        b = stack.enter_context(service(protocol, SERVER_CPU, ("--metrics", metrics)))
+        downstream = b.address if protocol == "rest" else f"grpc://{b.address}"
+        relay = ("--metrics", metrics, "--downstream", downstream, "--local-work", "off")
+        knobs = (f"WIRELAB_DOWNSTREAM={downstream}", "WIRELAB_LOCAL_WORK=off")
+        script = NODE_SERVICES[protocol]
+        relays = {
+            WIRELAB: stack.enter_context(service(protocol, SERVER_CPU, relay)),
+            WIRELAB_NODE: stack.enter_context(
+                node_process(node, protocol, script, metrics, knobs=knobs)
+            ),
+        }
+        targets = {DIRECT: b.address} | {arm: r.address for arm, r in relays.items()}
+        yield answering_as_b(protocol, Setup(targets, relays, (b,)))
+
+
+@contextmanager
 def balance_set(protocol: str, metrics: str) -> Iterator[Setup]:
     """REPLICAS Bs, nginx balancing over them and, for gRPC, the name ghz balances over."""
     with ExitStack() as stack:
@@ -311,13 +348,18 @@ def run_arm(offer: Offer, setup: Setup, arm: str, seconds: int, rate: int) -> Ar
 
 
 def arms_of(compare: str, protocol: str) -> tuple[str, ...]:
+    if compare == "runtimes":
+        return RUNTIME_ARMS
     return ARMS if compare == "hop" else BALANCE_ARMS[protocol]
+
+
+SETS = {"hop": process_set, "runtimes": runtime_set, "balance": balance_set}
 
 
 def measure(protocol: str, args: argparse.Namespace) -> list[Round]:
     offer = offer_for(protocol, args.rate, args.ghz, args.vegeta)
     arms = arms_of(args.compare, protocol)
-    processes = process_set if args.compare == "hop" else balance_set
+    processes = SETS[args.compare]
     rounds: list[Round] = []
     for number, share in enumerate(pair_rounds(args.rounds, args.sets)):
         with processes(protocol, args.metrics) as setup:
@@ -342,6 +384,8 @@ def comparisons(compare: str, protocol: str) -> list[tuple[str, str]]:
     """The (arm, base) pairs the report prints, what ``arm`` adds over ``base``."""
     if compare == "hop":
         return [(WIRELAB, DIRECT), (BARE, DIRECT), (NGINX, DIRECT), (WIRELAB, BARE)]
+    if compare == "runtimes":
+        return [(WIRELAB, DIRECT), (WIRELAB_NODE, DIRECT), (WIRELAB_NODE, WIRELAB)]
     arms = arms_of(compare, protocol)
     pairs = [(arm, DIRECT) for arm in arms[1:]]
     if ROUND_ROBIN in arms:
@@ -350,7 +394,7 @@ def comparisons(compare: str, protocol: str) -> list[tuple[str, str]]:
 
 
 def report(protocol: str, rounds: list[Round], compare: str) -> None:
-    hop = compare == "hop"
+    hop = compare != "balance"  # one B
     pairs = comparisons(compare, protocol)
     direct = [r[DIRECT] for r in rounds]
     whose = "B's" if hop else "the Bs'"
@@ -405,19 +449,21 @@ def main(argv: list[str] | None = None) -> int:
     protocols = [p for p in args.protocols.split(",") if p]
     if not set(protocols) <= {"rest", "grpc"} or args.rounds < 1 or args.sets < 1:
         cli.error("--protocols takes rest and grpc; --rounds and --sets at least 1")
-    if args.compare not in ("hop", "balance"):
-        cli.error(f"--compare must be hop or balance, not {args.compare!r}")
+    if args.compare not in SETS:
+        cli.error(f"--compare must be hop, runtimes or balance, not {args.compare!r}")
     if args.compare == "balance" and args.metrics != "on":
         cli.error("--compare balance reads the Bs' request counters: --metrics must be on")
     tools = {"ghz": find_ghz(args.ghz)} if "grpc" in protocols else {}
     tools |= {"vegeta": find_vegeta(args.vegeta)} if "rest" in protocols else {}
-    run_dir = new_run_dir(Path(args.results), "hop" if args.compare == "hop" else "hop-balance")
+    run_dir = new_run_dir(
+        Path(args.results), "hop" if args.compare == "hop" else f"hop-{args.compare}"
+    )
     write_json(run_dir / "manifest.json", {
         "benchmark": prog, "knobs": vars(args), "git": git_info(REPO), "host": host_info(),
         "tools": versions(tools), "server_cpu": SERVER_CPU, "load_cpu": CLIENT_CPU,
     })  # fmt: skip
     arms = " or ".join(str(len(arms_of(args.compare, p))) for p in protocols)
-    procs = "B and the relays" if args.compare == "hop" else f"the {REPLICAS} Bs and nginx"
+    procs = "B and the relays" if args.compare != "balance" else f"the {REPLICAS} Bs and nginx"
     print(f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}: {procs} on CPU "
           f"{SERVER_CPU}, load on CPU {CLIENT_CPU}, {args.rate} calls/s offered to every arm, "
           f"{args.rounds} rounds x {arms} arms x {args.seconds} s per protocol, "

@@ -18,6 +18,9 @@ ROUND_ROBIN = "round-robin"
 # round_robin; the lab's REST callers have no client-side balancing) or nginx balancing them,
 # against direct calls to one of them.
 BALANCE_ARMS = {"grpc": (DIRECT, ROUND_ROBIN, NGINX), "rest": (DIRECT, NGINX)}
+# The runtimes comparison: the same relay hop in each runtime, in front of the same (Python) B.
+WIRELAB_NODE = "wirelab-node"
+RUNTIME_ARMS = (DIRECT, WIRELAB, WIRELAB_NODE)
 
 
 def _balanced(n: int) -> list[tuple[int, ...]]:

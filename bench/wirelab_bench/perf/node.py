@@ -68,15 +68,21 @@ KNOBS = (
 
 @contextmanager
 def node_process(
-    node: str, protocol: str, script: Path, metrics: str | None, workers: int = 1
+    node: str,
+    protocol: str,
+    script: Path,
+    metrics: str | None,
+    workers: int = 1,
+    knobs: Sequence[str] = (),
 ) -> Iterator[Service]:
     """``script`` on a free port, pinned to the server core, healthy. ``metrics`` on or off is
     the service's WIRELAB_METRICS (its /metrics on a port of its own either way); None is a bare
     echo server, which serves no /metrics (never scraped). ``workers`` > 1: a cluster primary and
-    its workers, all on the server core (their CPU is the process tree's)."""
+    its workers, all on the server core (their CPU is the process tree's). ``knobs``: more
+    ``WIRELAB_X=value`` settings (a relay's downstream)."""
     port = free_port()
     env = ["WIRELAB_HOST=127.0.0.1", f"WIRELAB_{protocol.upper()}_PORT={port}"]
-    env += [f"WIRELAB_NODE_WORKERS={workers}"]
+    env += [f"WIRELAB_NODE_WORKERS={workers}", *knobs]
     metrics_url = ""
     if metrics is not None:
         metrics_port = free_port()

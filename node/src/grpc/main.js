@@ -4,8 +4,8 @@
 const { bind, createGrpcServer } = require('./server');
 const { serve } = require('../serving');
 
-serve('wirelab-node-grpc', 'grpc', async (settings, metrics) => {
-  const server = createGrpcServer(settings, metrics);
+serve('wirelab-node-grpc', 'grpc', async (settings, metrics, relay) => {
+  const server = createGrpcServer(settings, metrics, relay);
   await bind(server, settings.host, settings.grpcPort);
   return server;
 });

@@ -17,6 +17,7 @@ const contract = require('../contract');
 const { startCall } = require('../metrics');
 const { writeDrained } = require('../drain');
 const proto = require('../proto');
+const { DownstreamError } = require('../hops');
 
 // Streams stop producing once the client has gone: the call cancelled.
 const drained = (stream, piece) => writeDrained(stream, piece, 'cancelled', () => stream.cancelled || stream.destroyed);
@@ -55,6 +56,11 @@ function refusal(exc) {
   if (exc instanceof core.CoreError) {
     return new Refused(exc.overLimit ? grpc.status.RESOURCE_EXHAUSTED : grpc.status.INVALID_ARGUMENT, exc.message);
   }
+  if (exc instanceof DownstreamError) {
+    // UNAVAILABLE for a downstream with no connection or an error (gRPC's mapping of HTTP
+    // 502/503), DEADLINE_EXCEEDED when it ran out of time; the message names it (servicer.py).
+    return new Refused(exc.reason === 'timeout' ? grpc.status.DEADLINE_EXCEEDED : grpc.status.UNAVAILABLE, exc.message);
+  }
   console.error(exc);
   return new Refused(grpc.status.INTERNAL, 'Internal error');
 }
@@ -70,17 +76,22 @@ function decoder(method) {
   };
 }
 
-function behaviours(methods, limits) {
+/** The seconds ``call``'s client still waits (its grpc-timeout), or null without a deadline. */
+function remaining(call) {
+  const deadline = Number(call.getDeadline());
+  return Number.isFinite(deadline) ? (deadline - Date.now()) / 1000 : null;
+}
+
+function behaviours(methods, limits, relay) {
   const decode = Object.fromEntries(Object.entries(methods).map(([name, m]) => [name, decoder(m)]));
   const encode = proto.encoders();
   return {
-    // One request, one reply: (raw request) -> reply message object.
-    async ProcessOrder(raw) {
+    // One request, one reply: (raw request, admit, call) -> encoded reply.
+    async ProcessOrder(raw, admit, call) {
       if (raw.length > limits.maxOrderBytes) throw core.orderTooLarge(limits);
       const r = decode.ProcessOrder(raw);
       const order = r.order || {};
-      const t = await core.processOrder(order, r.work_ms, r.count_words, limits);
-      return encode.ProcessOrder({
+      const reply = (t) => ({
         order_id: order.order_id || '',
         item_count: t.itemCount,
         total_cents: String(t.totalCents),
@@ -88,6 +99,14 @@ function behaviours(methods, limits) {
         char_count: t.charCount,
         order,
       });
+      if (relay === null) return encode.ProcessOrder(reply(await core.processOrder(order, r.work_ms, r.count_words, limits)));
+      // Splitting, the downstreams count the words: this hop only adds their counts up.
+      const counts = r.count_words && relay.splitter === null;
+      const own = reply(core.checkOrder(order, r.work_ms, counts, limits));
+      // The caller's deadline bounds the downstream calls: it propagates. The order travels on
+      // as the bytes received; the answer is a downstream's reply as received, or this hop's.
+      const answer = await relay.order({ raw, decoded: r }, own, r.work_ms, remaining(call));
+      return Buffer.isBuffer(answer) ? answer : encode.ProcessOrder(answer);
     },
     // (raw request, admit) -> reply: ``admit(n)`` holds n bytes of the budget until the call ends.
     async Upload(raw, admit) {
@@ -166,7 +185,7 @@ function handlers(b, metrics, budget) {
       held += nbytes;
     };
     try {
-      const reply = await b[name](call.request, admit);
+      const reply = await b[name](call.request, admit, call);
       measured.sent(reply.length);
       callback(null, reply);
       measured.finish('ok', 'OK');
@@ -303,8 +322,9 @@ function capped(table, limit, metrics) {
   return Object.fromEntries(Object.entries(table).map(([name, handler]) => [name, cap(name, handler)]));
 }
 
-/** A grpc-js server with the WireLab, health and reflection services (not yet bound). */
-function createGrpcServer(settings, metrics) {
+/** A grpc-js server with the WireLab, health and reflection services (not yet bound). With
+ * ``relay`` (hops.js), orders are also sent on to downstream services. */
+function createGrpcServer(settings, metrics, relay = null) {
   const budget = new PayloadBudget(settings.limits.payloadBudgetBytes);
   if (metrics !== null) metrics.reportBudget(budget);
   const packageDefinition = proto.load();
@@ -315,7 +335,7 @@ function createGrpcServer(settings, metrics) {
     'grpc.max_receive_message_length': maxMessage,
     'grpc.max_send_message_length': maxMessage,
   });
-  const table = handlers(behaviours(methods, settings.limits), metrics, budget);
+  const table = handlers(behaviours(methods, settings.limits, relay), metrics, budget);
   server.addService(rawDefinition(methods), capped(table, settings.grpcMaxConcurrentCalls, metrics));
   const health = new HealthImplementation(Object.fromEntries(HEALTH_NAMES.map((n) => [n, 'SERVING'])));
   health.addToServer(server);

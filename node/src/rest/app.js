@@ -17,6 +17,7 @@ const { Overloaded, PayloadBudget } = require('../admission');
 const contract = require('../contract');
 const { startCall } = require('../metrics');
 const { writeDrained } = require('../drain');
+const { DEADLINE_HEADER, DownstreamError } = require('../hops');
 const codec = require('./codec');
 const json = require('./json');
 const validate = require('./validate');
@@ -78,6 +79,9 @@ function statusOf(exc) {
   if (exc instanceof validate.Invalid) return 422;
   if (exc instanceof Overloaded) return 503;
   if (exc instanceof HttpError) return exc.status;
+  // 504 when the downstream ran out of time, else 502: the fault is past this service, and
+  // neither is 503, which here means "this service refuses the call for load" (rest/app.py).
+  if (exc instanceof DownstreamError) return exc.reason === 'timeout' ? 504 : 502;
   return 500;
 }
 
@@ -180,29 +184,45 @@ function blobHeaders(size) {
   return { 'x-wirelab-size': String(size), 'x-wirelab-sha256': core.digest(size) };
 }
 
-const text = (value) => JSON.stringify(value);
-
-function orderReplyJson(request, totals) {
-  // Built by hand: total_cents and an item's integers may be BigInts (past 2^53), which
-  // JSON.stringify cannot write.
-  const o = request.order;
-  const items = o.items.map((i) => `{"sku":${text(i.sku)},"quantity":${i.quantity},"unit_price_cents":${i.unit_price_cents}}`);
-  const order = `{"order_id":${text(o.order_id)},"customer_id":${text(o.customer_id)},"items":[${items.join(',')}],` +
-    `"attributes":${text(o.attributes)},"note":${text(o.note)}}`;
-  return `{"order_id":${text(o.order_id)},"item_count":${totals.itemCount},` +
-    `"total_cents":${totals.totalCents},"word_count":${totals.wordCount},` +
-    `"char_count":${totals.charCount},"order":${order}}`;
+/** The OrderReply of an order this service has checked: its totals and the order echoed. */
+function ownReply(request, totals) {
+  return {
+    order_id: request.order.order_id,
+    item_count: totals.itemCount,
+    total_cents: totals.totalCents,
+    word_count: totals.wordCount,
+    char_count: totals.charCount,
+    order: request.order,
+  };
 }
 
-function routes(limits) {
+/** The caller's remaining budget in seconds, when it sent one (a relay hop does). */
+function deadlineOf(req) {
+  const value = req.headers[DEADLINE_HEADER];
+  if (value === undefined) return null;
+  if (!/^\d+$/.test(value)) {
+    throw new core.CoreError(`${DEADLINE_HEADER} must be a whole number of milliseconds (got ${JSON.stringify(value)})`);
+  }
+  return Number(value) / 1000;
+}
+
+function routes(limits, relay) {
   // base64 makes a JSON body 4/3 of the blob; allow that plus the JSON around it (routes.py).
   const jsonLimit = Math.floor((limits.maxPayloadBytes + 2) / 3) * 4 + 1024;
   return {
     async unary(req, res, params, call) {
       const body = await readBody(req, limits.maxOrderBytes, call, 'unary');
       const request = validate.orderRequest(parseJson(body));
-      const totals = await core.processOrder(request.order, request.work_ms, request.count_words, limits);
-      sendJson(res, 200, orderReplyJson(request, totals));
+      if (relay === null) {
+        const totals = await core.processOrder(request.order, request.work_ms, request.count_words, limits);
+        sendJson(res, 200, codec.replyJson(ownReply(request, totals)));
+        return;
+      }
+      // Splitting, the downstreams count the words: this hop only adds their counts up.
+      const counts = request.count_words && relay.splitter === null;
+      const own = ownReply(request, core.checkOrder(request.order, request.work_ms, counts, limits));
+      const reply = await relay.order(request, own, request.work_ms, deadlineOf(req));
+      sendJson(res, 200, codec.replyJson(reply));
     },
     async server_stream(req, res, params) {
       const plan = core.streamPlan(
@@ -322,9 +342,10 @@ function pingpong(wss, metrics, limits) {
   };
 }
 
-/** The REST server: ``listen`` it; ``drain(graceSeconds)`` drains it. */
-function createRestServer(settings, metrics) {
-  const handlers = routes(settings.limits);
+/** The REST server: ``listen`` it; ``drain(graceSeconds)`` drains it. With ``relay``
+ * (hops.js), orders are also sent on to downstream services. */
+function createRestServer(settings, metrics, relay = null) {
+  const handlers = routes(settings.limits, relay);
   const budget = new PayloadBudget(settings.limits.payloadBudgetBytes);
   if (metrics !== null) metrics.reportBudget(budget);
   const cap = settings.restMaxConcurrentCalls;

@@ -1,6 +1,6 @@
 'use strict';
 // Wire encodings beyond JSON bodies, as services/wirelab/rest/codec.py writes them: strict base64,
-// NDJSON stream lines, ping frames.
+// NDJSON stream lines, ping frames; and orders and their replies as JSON, integers exact.
 const { CoreError, pong } = require('../core');
 const json = require('./json');
 
@@ -16,6 +16,22 @@ function decodeB64(text, field) {
     throw new CoreError(`${field} is not valid standard base64: Incorrect padding`);
   }
   return Buffer.from(text, 'base64');
+}
+
+const text = (value) => JSON.stringify(value);
+
+/** An order as JSON, by hand: its integers may be BigInts (past 2^53), which JSON.stringify
+ * cannot write. */
+function orderJson(o) {
+  const items = o.items.map((i) => `{"sku":${text(i.sku)},"quantity":${i.quantity},"unit_price_cents":${i.unit_price_cents}}`);
+  return `{"order_id":${text(o.order_id)},"customer_id":${text(o.customer_id)},"items":[${items.join(',')}],` +
+    `"attributes":${text(o.attributes)},"note":${text(o.note)}}`;
+}
+
+/** An OrderReply ({order_id, item_count, total_cents, word_count, char_count, order}) as JSON. */
+function replyJson(r) {
+  return `{"order_id":${text(r.order_id)},"item_count":${r.item_count},"total_cents":${r.total_cents},` +
+    `"word_count":${r.word_count},"char_count":${r.char_count},"order":${orderJson(r.order)}}`;
 }
 
 /** One StreamMessage as a JSON line; the payload is base64-encoded once per stream. */
@@ -47,4 +63,4 @@ function answerPing(frame, limits) {
   return `{"seq":${s},"payload":"${bytes.toString('base64')}"}`;
 }
 
-module.exports = { answerPing, decodeB64, ndjsonLine };
+module.exports = { answerPing, decodeB64, ndjsonLine, orderJson, replyJson };

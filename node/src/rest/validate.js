@@ -112,4 +112,4 @@ function queryInt(params, name) {
   return Number(raw);
 }
 
-module.exports = { Invalid, blobUpload, orderRequest, queryInt };
+module.exports = { Invalid, blobUpload, order, orderRequest, queryInt };

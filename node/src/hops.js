@@ -1,0 +1,411 @@
+'use strict';
+// Topologies in Node.js (docs/topologies.md): WIRELAB_DOWNSTREAM's services, each order sent on to
+// them as services/wirelab/hops/ does it, with the same knobs (fanout sequential, parallel or
+// split; local work on or off; one deadline for an order's calls, sent on as the caller's), the
+// same errors (DownstreamError: unavailable, timeout, failed) and the contract's client families
+// labelled by peer. One arm, one protocol: a REST service calls REST services over one keep-alive
+// agent, a gRPC service gRPC services over one channel each. The AMQP arm is Python's only.
+const http = require('node:http');
+const grpc = require('@grpc/grpc-js');
+const client = require('prom-client');
+const core = require('./core');
+const contract = require('./contract');
+const proto = require('./proto');
+const json = require('./rest/json');
+const validate = require('./rest/validate');
+const { orderJson } = require('./rest/codec');
+
+// REST's deadline: the caller's remaining budget in whole milliseconds (hops/relay.py).
+const DEADLINE_HEADER = 'x-wirelab-deadline-ms';
+const KIND = 'unary'; // a hop relays orders: ProcessOrder, the request-response kind
+const SAID = { unavailable: 'is unavailable', timeout: 'did not answer in time', failed: 'failed' };
+const PROCESS_ORDER = `/${proto.SERVICE}/ProcessOrder`;
+
+/** A downstream call that gave no reply: no connection (``unavailable``), past the deadline
+ * (``timeout``) or an error status or unreadable reply (``failed``). */
+class DownstreamError extends Error {
+  constructor(peer, reason, detail) {
+    super(`downstream ${peer} ${SAID[reason]}: ${detail}`);
+    this.peer = peer;
+    this.reason = reason;
+  }
+}
+
+const noReply = (peer, seconds) => new DownstreamError(peer, 'timeout', `no reply within ${seconds.toFixed(3)} s`);
+
+// ------------------------------------------------------------------------------------- metrics
+
+/** The contract's client families a process's downstream calls are measured with, registered
+ * in ``registry`` (the server's, so one /metrics page shows both). */
+function clientFamilies(registry) {
+  const made = {};
+  for (const family of contract.CLIENT) {
+    if (family.labels.includes('peer') && family.name !== 'wirelab_client_time_to_first_message_seconds') {
+      const common = { name: family.name, help: family.help, labelNames: family.labels, registers: [registry] };
+      made[family.name] = family.type === 'counter'
+        ? new client.Counter({ ...common, name: `${family.name}_total` })
+        : new client.Histogram({ ...common, buckets: contract.bucketsOf(family) });
+    }
+  }
+  return made;
+}
+
+/** The client instruments of one downstream (protocol, peer), resolved once. prom-client's own
+ * inc/observe, not the server's batches: the call it measures costs far more than they do
+ * (hops/outgoing.py, and `python -m wirelab_bench.perf.hop --runtime node`, docs/topologies.md). */
+class Outgoing {
+  constructor(families, protocol, peer) {
+    this.off = families === null;
+    if (this.off) return;
+    const labels = { protocol, kind: KIND, call: contract.CALLS[KIND], peer };
+    // Every series of this peer exists from the start, zero, as prometheus_client's labels()
+    // leaves them in the Python hop: a rate over them reads 0, not "no data".
+    const requests = families.wirelab_client_requests;
+    this.requests = {};
+    for (const outcome of contract.CLIENT_OUTCOMES) {
+      requests.inc({ ...labels, outcome }, 0);
+      this.requests[outcome] = requests.labels({ ...labels, outcome });
+    }
+    const histogram = (name) => {
+      families[name].zero(labels);
+      return families[name].labels(labels);
+    };
+    const counter = (name) => {
+      families[name].inc(labels, 0);
+      return families[name].labels(labels);
+    };
+    this.duration = histogram('wirelab_client_request_duration_seconds');
+    this.sent = histogram('wirelab_client_request_bytes');
+    this.received = histogram('wirelab_client_response_bytes');
+    this.messagesSent = counter('wirelab_client_messages_sent');
+    this.messagesReceived = counter('wirelab_client_messages_received');
+  }
+
+  /** One finished call: ``received`` null when no reply arrived. */
+  record(outcome, seconds, sent, received) {
+    if (this.off) return;
+    this.requests[outcome].inc();
+    this.duration.observe(seconds);
+    this.sent.observe(sent);
+    this.messagesSent.inc();
+    if (received !== null) {
+      this.received.observe(received);
+      this.messagesReceived.inc();
+    }
+  }
+}
+
+/** Times one call into ``measured``: ``end(outcome, received)`` once, whatever happens. */
+function timing(measured, sent) {
+  const started = performance.now();
+  let done = false;
+  return (outcome, received = null) => {
+    if (done) return;
+    done = true;
+    measured.record(outcome, (performance.now() - started) / 1000, sent, received);
+  };
+}
+
+// ---------------------------------------------------------------------------------------- REST
+
+/** A downstream's reply body read as an OrderReply, or null when it is not one. */
+function readReply(body) {
+  try {
+    const v = json.parse(body.toString('utf8'));
+    if (typeof v !== 'object' || v === null || Array.isArray(v)) return null;
+    const int = (x) => (typeof x === 'bigint' || Number.isInteger(x) ? x : undefined);
+    const r = {
+      order_id: typeof v.order_id === 'string' ? v.order_id : undefined,
+      item_count: int(v.item_count),
+      total_cents: int(v.total_cents),
+      word_count: int(v.word_count),
+      char_count: int(v.char_count),
+      order: validate.order(v.order, 'order'),
+    };
+    return Object.values(r).includes(undefined) ? null : r;
+  } catch (exc) {
+    if (exc instanceof SyntaxError || exc instanceof validate.Invalid) return null;
+    throw exc;
+  }
+}
+
+function detailOf(body, status) {
+  try {
+    const detail = JSON.parse(body.toString('utf8')).detail;
+    if (detail) return typeof detail === 'string' ? detail : JSON.stringify(detail);
+  } catch {
+    // not JSON: the status's own phrase
+  }
+  return http.STATUS_CODES[status] || '';
+}
+
+/** One REST service (``http://host:port``), reached through the process's keep-alive agent. */
+class RestDownstream {
+  constructor(target, agent, families) {
+    this.peer = contract.peerOf(target);
+    this.url = new URL(contract.addressOf(target).replace(/\/+$/, '') + '/v1/orders');
+    this.agent = agent;
+    this.measured = new Outgoing(families, 'rest', this.peer);
+  }
+
+  /** POST the order; its reply (an OrderReply object) or a DownstreamError. */
+  order(request, seconds, signal) {
+    const body = Buffer.from(`{"order":${orderJson(request.order)},"work_ms":${request.work_ms},"count_words":${request.count_words}}`);
+    const end = timing(this.measured, body.length);
+    return new Promise((resolve, reject) => {
+      const fail = (outcome, error, received = null) => {
+        end(outcome, received);
+        reject(error);
+      };
+      const req = http.request(this.url, {
+        method: 'POST',
+        agent: this.agent,
+        headers: {
+          'content-type': 'application/json',
+          'content-length': body.length,
+          'user-agent': 'wirelab-hop',
+          // Whole milliseconds, rounded down: the downstream never waits past this hop's budget.
+          [DEADLINE_HEADER]: String(Math.floor(seconds * 1000)),
+        },
+      });
+      let timer = null;
+      const abort = () => {
+        settle();
+        req.destroy();
+        fail('cancelled', new DownstreamError(this.peer, 'failed', 'cancelled: another downstream failed'));
+      };
+      const settle = () => {
+        clearTimeout(timer);
+        if (signal) signal.removeEventListener('abort', abort);
+      };
+      timer = setTimeout(() => {
+        settle();
+        req.destroy();
+        fail('timeout', noReply(this.peer, seconds));
+      }, seconds * 1000);
+      if (signal) signal.addEventListener('abort', abort, { once: true });
+      req.on('error', (exc) => {
+        settle();
+        fail('connection_error', new DownstreamError(this.peer, 'unavailable', `${exc.code || exc.name}: ${exc.message}`));
+      });
+      req.on('response', (res) => {
+        const pieces = [];
+        res.on('data', (piece) => pieces.push(piece));
+        res.on('error', () => {}); // the request's error or the timer says what happened
+        res.on('end', () => {
+          settle();
+          const got = Buffer.concat(pieces);
+          const status = res.statusCode;
+          if (status !== 200) {
+            fail(contract.httpOutcome(status), new DownstreamError(this.peer, 'failed', `${status} ${detailOf(got, status)}`), got.length);
+            return;
+          }
+          const reply = readReply(got);
+          if (reply === null) {
+            fail('failure', new DownstreamError(this.peer, 'failed', 'unreadable reply (not an OrderReply)'), got.length);
+            return;
+          }
+          end('ok', got.length);
+          resolve(reply);
+        });
+      });
+      req.end(body);
+    });
+  }
+
+  close() {
+    this.agent.destroy();
+  }
+}
+
+/** Fanout split for REST orders: copies, each with a piece of the note. */
+const restSplitter = {
+  parts(request, count) {
+    return core.splitNote(request.order.note, count).map((note) => ({ ...request, order: { ...request.order, note } }));
+  },
+  merge(own, replies) {
+    return { ...own, ...countsOf(replies) };
+  },
+};
+
+function countsOf(replies) {
+  let words = 0;
+  let chars = 0;
+  for (const r of replies) {
+    words += Number(r.word_count);
+    chars += Number(r.char_count);
+  }
+  return { word_count: words, char_count: chars };
+}
+
+// ---------------------------------------------------------------------------------------- gRPC
+
+const identity = (x) => x;
+
+/** One gRPC service (``grpc://host:port``) on a channel of its own, opened once. Orders travel
+ * as the bytes this hop received (decoded here already, to check them): never encoded twice. */
+class GrpcDownstream {
+  constructor(target, balancing, maxMessage, families) {
+    this.peer = contract.peerOf(target);
+    let address = contract.addressOf(target).replace(/^grpc:\/\//, '');
+    const options = {
+      'grpc.max_send_message_length': maxMessage,
+      'grpc.max_receive_message_length': maxMessage,
+    };
+    if (balancing === 'round_robin') {
+      // The dns resolver returns every address of the name (each replica compose runs);
+      // round_robin keeps a connection to each and spreads calls over them.
+      address = `dns:///${address}`;
+      options['grpc.service_config'] = JSON.stringify({ loadBalancingConfig: [{ round_robin: {} }] });
+    }
+    this.client = new grpc.Client(address, grpc.credentials.createInsecure(), options);
+    this.measured = new Outgoing(families, 'grpc', this.peer);
+  }
+
+  /** ProcessOrder with ``request`` ({raw} bytes, or a {decoded} order request to encode); its
+   * reply's bytes, or a DownstreamError. */
+  order(request, seconds, signal) {
+    const raw = request.raw || ENCODE_REQUEST(request.decoded);
+    const end = timing(this.measured, raw.length);
+    return new Promise((resolve, reject) => {
+      // The deadline travels as grpc-timeout: the downstream's deadline is this hop's.
+      const deadline = new Date(Date.now() + seconds * 1000);
+      const call = this.client.makeUnaryRequest(PROCESS_ORDER, identity, identity, raw, { deadline }, (err, reply) => {
+        if (signal) signal.removeEventListener('abort', abort);
+        if (err) {
+          const name = CODE_NAMES[err.code] || 'UNKNOWN';
+          // UNAVAILABLE on the client means no connection, as Locust's gRPC users count it.
+          const outcome = name === 'UNAVAILABLE' ? 'connection_error' : contract.grpcOutcome(name);
+          end(outcome);
+          const reason = name === 'UNAVAILABLE' ? 'unavailable' : name === 'DEADLINE_EXCEEDED' ? 'timeout' : 'failed';
+          reject(new DownstreamError(this.peer, reason, `${name} ${err.details}`));
+          return;
+        }
+        try {
+          DECODE_REPLY(reply);
+        } catch (exc) {
+          end('failure', reply.length);
+          reject(new DownstreamError(this.peer, 'failed', `unreadable reply: ${exc.message}`));
+          return;
+        }
+        end('ok', reply.length);
+        resolve(reply);
+      });
+      const abort = () => call.cancel();
+      if (signal) signal.addEventListener('abort', abort, { once: true });
+    });
+  }
+
+  close() {
+    this.client.close();
+  }
+}
+
+const CODE_NAMES = Object.fromEntries(Object.entries(grpc.status).map(([name, n]) => [n, name]));
+const METHOD = proto.load()[proto.SERVICE].ProcessOrder;
+const DECODE_REPLY = (raw) => METHOD.responseDeserialize(raw);
+const ENCODE_REQUEST = proto.encoderOf('OrderRequest');
+
+/** Fanout split for gRPC orders: decoded copies, each with a piece of the note. */
+const grpcSplitter = {
+  parts(request, count) {
+    const r = request.decoded;
+    return core.splitNote(r.order.note || '', count).map((note) => ({ decoded: { ...r, order: { ...r.order, note } } }));
+  },
+  merge(own, replies) {
+    return { ...own, ...countsOf(replies.map(DECODE_REPLY)) };
+  },
+};
+
+// --------------------------------------------------------------------------------------- relay
+
+/** Sends each order to ``downstreams``; ``timeoutSeconds`` bounds all of one order's calls. */
+class Relay {
+  constructor(downstreams, { parallel, localWork, timeoutSeconds, splitter = null }) {
+    this.downstreams = downstreams;
+    this.parallel = parallel;
+    this.localWork = localWork;
+    this.timeoutSeconds = timeoutSeconds;
+    this.splitter = splitter;
+  }
+
+  /** This hop's part and the downstream calls (hops/relay.py's Relay.order): ``own`` is this
+   * hop's reply to the order already validated here, ``deadline`` the seconds the caller still
+   * waits (null: none). Sequential: the work, then each downstream in turn. Parallel: the work and
+   * every call at once, the first failure cancelling the rest. The answer is ``own``, or with
+   * local work off the first downstream's reply; split: ``own`` with the parts' counts. */
+  async order(request, own, workMs, deadline) {
+    const budget = deadline === null ? this.timeoutSeconds : Math.min(this.timeoutSeconds, deadline);
+    if (budget <= 0) throw new DownstreamError(this.downstreams[0].peer, 'timeout', "the caller's deadline passed");
+    const ends = performance.now() + budget * 1000;
+    const work = this.localWork ? workMs : 0;
+    let replies;
+    if (this.parallel || this.splitter !== null) {
+      const count = this.downstreams.length;
+      const sent = this.splitter === null ? new Array(count).fill(request) : this.splitter.parts(request, count);
+      // The first failure decides the answer and cancels the work and the other calls (each
+      // counted cancelled), as the Python relay's task group does; all are awaited first.
+      const cancel = new AbortController();
+      let first = null;
+      const calls = this.downstreams.map((d, i) => d.order(sent[i], budget, cancel.signal).catch((exc) => {
+        if (first === null) {
+          first = exc;
+          cancel.abort();
+        }
+        throw exc;
+      }));
+      const working = core.work(work, cancel.signal).catch(() => {});
+      const settled = await Promise.allSettled([working, ...calls]);
+      if (first !== null) throw first;
+      replies = settled.slice(1).map((s) => s.value);
+      if (this.splitter !== null) return this.splitter.merge(own, replies);
+    } else {
+      await core.work(work);
+      replies = [];
+      for (const d of this.downstreams) {
+        const left = (ends - performance.now()) / 1000;
+        if (left <= 0) throw new DownstreamError(d.peer, 'timeout', `${budget} s spent before the call`);
+        replies.push(await d.order(request, left, null));
+      }
+    }
+    return this.localWork ? own : replies[0];
+  }
+
+  close() {
+    for (const d of this.downstreams) d.close();
+  }
+}
+
+/** The relay WIRELAB_DOWNSTREAM asks for, its calls measured in ``registry`` (null: not at all);
+ * null without downstreams. Throws on knobs that contradict each other. */
+function buildRelay(settings, protocol, registry) {
+  const targets = settings.downstream;
+  if (targets.length === 0) return null;
+  const scheme = { rest: 'http://', grpc: 'grpc://' }[protocol];
+  for (const target of targets) {
+    if (target.startsWith('amqp://')) {
+      throw new Error(`amqp:// downstreams are the Python runtime's (docs/broker.md): ${target}`);
+    }
+    if (!target.startsWith(scheme)) throw new Error(`a ${protocol} service's downstreams must be ${scheme}host:port: ${target}`);
+  }
+  const families = registry === null ? null : clientFamilies(registry);
+  let downstreams;
+  if (protocol === 'rest') {
+    // One agent for the process: keep-alive connections are reused call after call, and enough
+    // are kept that a burst of concurrent orders does not close and reopen them (as via_rest.py).
+    const agent = new http.Agent({ keepAlive: true, maxFreeSockets: 256 });
+    downstreams = targets.map((t) => new RestDownstream(t, agent, families));
+  } else {
+    const maxMessage = settings.limits.maxPayloadBytes + 1024 * 1024;
+    downstreams = targets.map((t) => new GrpcDownstream(t, settings.grpcBalancing, maxMessage, families));
+  }
+  const split = settings.fanout === 'split';
+  return new Relay(downstreams, {
+    parallel: settings.fanout === 'parallel',
+    localWork: settings.localWork,
+    timeoutSeconds: settings.downstreamTimeoutSeconds,
+    splitter: split ? (protocol === 'rest' ? restSplitter : grpcSplitter) : null,
+  });
+}
+
+module.exports = { DEADLINE_HEADER, DownstreamError, Relay, buildRelay };
