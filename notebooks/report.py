@@ -707,39 +707,46 @@ else:
 # ## Network conditions: REST against gRPC as the round trip grows
 # Cells of a group with a `network` profile (docs/network.md) went through Toxiproxy, which added
 # the profile's round trip (± jitter, bandwidth cap) to both protocols alike; `direct` cells did
-# not. Per kind, load and payload: each protocol's **mean** client latency per network (the mean
-# is the histograms' exact sum; their quantiles are interpolated within buckets 20-25 ms wide
-# around WAN round trips), and gRPC/REST, the ratio a protocol choice would change.
+# not. In a topology the hop links carry the group's `hop_network` (by default its `network`):
+# a condition is named `edge+hops-hop` when they differ, and its round trip is the edge link's
+# plus one hop link's. Per kind, load and payload: each protocol's **mean** client latency per
+# condition (the mean is the histograms' exact sum; their quantiles are interpolated within
+# buckets 20-25 ms wide around WAN round trips), and gRPC/REST, the ratio a protocol choice
+# would change.
 
 # %%
-NETWORKS = (
-    tidy.groupby("network")["network_rtt_ms"].first().sort_values()
-    if HAVE and "network" in tidy
-    else pd.Series(dtype=float)
-)
+if HAVE and "network" in tidy:
+    hop_name = tidy["hop_network"].fillna("") if "hop_network" in tidy else tidy["network"]
+    own = (hop_name != "") & (hop_name != tidy["network"])
+    tidy["links"] = tidy["network"].where(~own, tidy["network"] + "+hops-" + hop_name)
+    hop_rtt = tidy["hop_network_rtt_ms"].fillna(0) if "hop_network_rtt_ms" in tidy else 0
+    tidy["links_rtt_ms"] = tidy["network_rtt_ms"] + hop_rtt
+    NETWORKS = tidy.groupby("links")["links_rtt_ms"].first().sort_values()
+else:
+    NETWORKS = pd.Series(dtype=float)
 if len(NETWORKS) < 2:
     say("This run measured one network condition"
         f" ({', '.join(NETWORKS.index) or 'direct'}): no comparison across networks. "
         "`wirelab bench wan` measures several.")  # fmt: skip
 else:
-    keys = ["kind", "load", "payload_bytes", "network"]
+    keys = ["kind", "load", "payload_bytes", "links"]
     mean = tidy.groupby([*keys, "protocol"])["client_mean_ms"].mean().unstack("protocol")
     if {"rest", "grpc"} <= set(mean.columns):
         mean["grpc/rest"] = mean["grpc"] / mean["rest"]
     display(mean.round(3))
     if "grpc/rest" in mean:
         ratio = mean["grpc/rest"].reset_index()
-        ratio["rtt_ms"] = ratio["network"].map(NETWORKS)
+        ratio["rtt_ms"] = ratio["links"].map(NETWORKS)
         fig, ax = plt.subplots(figsize=(7, 3.6))
         for (kind, load, size), part in ratio.groupby(["kind", "load", "payload_bytes"]):
             part = part.sort_values("rtt_ms")
             label = f"{kind} {load}{f' {size} B' if size else ''}"
             ax.plot(part["rtt_ms"], part["grpc/rest"], marker="o", label=label)
             for _, row in part.iterrows():
-                ax.annotate(row["network"], (row["rtt_ms"], row["grpc/rest"]), fontsize=6)
+                ax.annotate(row["links"], (row["rtt_ms"], row["grpc/rest"]), fontsize=6)
         ax.axhline(1, color="grey", ls="--")
         ax.set_xscale("symlog", linthresh=1)
-        ax.set_xlabel("round trip the network adds (ms)")
+        ax.set_xlabel("round trip the network adds (ms; edge link plus one hop link)")
         ax.set_ylabel("gRPC / REST mean client latency")
         ax.legend(fontsize=6)
         save(fig, "network_ratio")
@@ -747,7 +754,8 @@ else:
 
     def as_applied(p: dict[str, Any]) -> str:
         cap = f", {p['bandwidth_kbps']} KB/s" if p.get("bandwidth_kbps") else ""
-        return f"{p['name']} ({p['rtt_ms']} ms ± {p['jitter_ms']}{cap})"
+        hops = f"; hop links {as_applied(p['hops'])}" if "hops" in p else ""
+        return f"{p['name']} ({p['rtt_ms']} ms ± {p['jitter_ms']}{cap}){hops}"
 
     say("Applied, as Toxiproxy reported it: " + "; ".join(map(as_applied, applied.values())))
 

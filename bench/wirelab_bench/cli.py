@@ -106,6 +106,12 @@ def parser() -> argparse.ArgumentParser:
         "UI's Locust reaches the proxies at http://toxiproxy:8000 and toxiproxy:50051.",
     )
     network.add_argument("profile", help="a profile name, direct, or show")
+    network.add_argument(
+        "--hops",
+        default="",
+        help="under a topology, this profile (or direct) on the hop links instead, the edges'"
+        " proxies keeping PROFILE (default: PROFILE on every proxy)",
+    )
     # The runner's own knobs for these two: one default, one variable each.
     knob_table.add_arguments(network, only=("toxiproxy_url", "network_profiles"))
     return top
@@ -195,6 +201,9 @@ def _network(args: argparse.Namespace) -> int:
         if args.profile not in (*profiles, DIRECT, "show"):
             known = ", ".join([*profiles, DIRECT, "show"])
             raise NetworkError(f"unknown profile {args.profile!r} (known: {known})")
+        if args.hops and (args.hops not in (*profiles, DIRECT) or args.profile == "show"):
+            known = ", ".join([*profiles, DIRECT])
+            raise NetworkError(f"--hops takes a profile or {DIRECT} with one (known: {known})")
     except NetworkError as exc:
         print(f"wirelab network: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -202,10 +211,11 @@ def _network(args: argparse.Namespace) -> int:
     if why := proxy.unreachable():
         print(f"wirelab network: {why}; start it with `make lab PROFILES=netem`", file=sys.stderr)
         return EXIT_LAB_NOT_READY
-    if args.profile == DIRECT:
+    hops = args.hops or args.profile
+    if args.profile == hops == DIRECT:
         proxy.reset()
     elif args.profile != "show":
-        proxy.apply(profiles[args.profile])
+        proxy.apply(profiles.get(args.profile), profiles.get(hops))
     print(json.dumps(proxy.toxics(), indent=2))
     return 0
 

@@ -23,7 +23,10 @@ EXIT_REFUSED = 2  # also usage errors: a folder without manifest.json or tidy.cs
 
 # Cells match on these; a column an older folder lacks takes the value its runs had then.
 KEY_DEFAULTS: dict[str, Any] = {"topology": ONE_HOP, "network": DIRECT, "runtime": "python"}
-KEYS = ("topology", "network", "runtime", "protocol", "kind", "load", "users", "payload_bytes")
+KEYS = (
+    "topology", "network", "hop_network", "runtime", "protocol", "kind", "load", "users",
+    "payload_bytes",
+)  # fmt: skip
 # figure -> +1 when more is better, -1 when less is better
 FIGURES = {
     "requests_per_s": 1,
@@ -44,7 +47,7 @@ COLUMNS = (
 # change which cells exist (matching handles that), gates and description change no figure.
 SHAPE_KEYS = (
     "topology", "warmup_s", "duration_s", "cooldown_s", "failure_threshold_ms",
-    "stream_count", "stream_interval_ms", "work_ms", "network",
+    "stream_count", "stream_interval_ms", "work_ms", "network", "hop_network",
 )  # fmt: skip
 KNOB_KEYS = ("locust_args", "network")  # the runner's knobs that change what is measured
 HOST_KEYS = ("hostname", "cpu_count", "cpu_model", "memory_bytes", "kernel", "python")
@@ -71,7 +74,12 @@ def keys_of(a: pd.DataFrame, b: pd.DataFrame) -> list[str]:
 def _keyed(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     out = frame.copy()
     for k in keys:
-        if k not in out.columns:
+        if k == "hop_network" and k not in out.columns:
+            # Before hop links had a profile of their own, a topology's hops carried the edge's.
+            hops = out["network"] if "network" in out.columns else pd.Series(DIRECT, out.index)
+            topology = out["topology"] if "topology" in out.columns else ONE_HOP
+            out[k] = hops.where(topology != ONE_HOP, "")
+        elif k not in out.columns:
             out[k] = KEY_DEFAULTS[k]
     # An empty cell reads back as NaN, and NaN never equals itself as a dictionary key.
     out[keys] = out[keys].fillna("")

@@ -13,8 +13,12 @@ import httpx
 DIRECT = "direct"
 # The proxies in front of the edges (toxiproxy/toxiproxy.json), one per protocol under test.
 # Under a topology Toxiproxy also carries its hops (toxiproxy/<topology>.json): a profile goes on
-# every proxy Toxiproxy has, so each hop pays it as the edge does.
+# every proxy Toxiproxy has, so each hop pays it as the edge does, unless a group gives its hop
+# links a profile of their own (hop_network).
 PROXIES = ("rest", "grpc")
+# Every edge's proxy (toxiproxy/toxiproxy.json: the Node.js services' too); a proxy of another
+# name carries a hop of a topology (toxiproxy/<topology>.json).
+EDGE_PROXIES = (*PROXIES, "rest-node", "grpc-node")
 _KEYS = {"description": str, "rtt_ms": int, "jitter_ms": int, "bandwidth_kbps": int}
 
 
@@ -123,12 +127,18 @@ class Toxiproxy:
             return f"Toxiproxy at {self.url} has no proxy {', '.join(missing)}"
         return None
 
-    def apply(self, profile: Profile) -> dict[str, list[dict[str, Any]]]:
-        """Replace every toxic with ``profile``'s, on every proxy alike; returns what the proxies
-        report afterwards (for the manifest: what was applied, not what was meant)."""
+    def apply(
+        self, profile: Profile | None, hops: Profile | bool | None = True
+    ) -> dict[str, list[dict[str, Any]]]:
+        """Replace every toxic with ``profile``'s on the edges' proxies and ``hops``' on the
+        hops' (True: ``profile``'s too, every proxy alike; None: no toxic, a direct link);
+        returns what the proxies report afterwards (for the manifest: what was applied, not
+        what was meant)."""
         self.reset()
+        on_hops = profile if hops is True else hops
         for proxy in self.proxies():
-            for toxic in profile.toxics():
+            chosen = profile if proxy in EDGE_PROXIES else on_hops
+            for toxic in chosen.toxics() if isinstance(chosen, Profile) else ():
                 response = self.http.post(f"{self.url}/proxies/{proxy}/toxics", json=toxic)
                 response.raise_for_status()
         return self.toxics()
@@ -156,23 +166,33 @@ class Network:
     def __init__(self, profiles_file: Path, toxiproxy_url: str, needed: tuple[str, ...]) -> None:
         self.profiles = load_profiles(profiles_file)
         self.proxy = Toxiproxy(toxiproxy_url)
-        self.current = DIRECT
+        # (edge links' profile, hop links' profile) now on the proxies.
+        self.current = (DIRECT, DIRECT)
         if why := self.proxy.unreachable():
             raise NetworkUnavailable(
                 f"{why}; cells need network {', '.join(needed)}:"
                 " start the lab with `make lab PROFILES=netem` (docs/network.md)"
             )
 
-    def use(self, name: str) -> dict[str, Any] | None:
-        """Apply profile ``name`` unless it is on already (or is direct); what was applied."""
-        if name in (DIRECT, self.current):
+    def use(self, name: str, hops: str | None = None) -> dict[str, Any] | None:
+        """Profile ``name`` on the edges' links and ``hops`` (None: the same) on a topology's
+        hop links, unless they are on already; what was applied (None: nothing changed, or
+        both direct, which clears what an earlier cell left on the hops' proxies)."""
+        wanted = (name, name if hops is None else hops)
+        if wanted == self.current:
             return None
         try:
-            toxics = self.proxy.apply(self.profiles[name])
+            if wanted == (DIRECT, DIRECT):
+                self.proxy.reset()
+                self.current = wanted
+                return None
+            edge, hop = (self.profiles.get(n) for n in wanted)
+            toxics = self.proxy.apply(edge, hop)
         except httpx.HTTPError as exc:
-            raise NetworkUnavailable(f"applying network {name}: {exc}") from exc
-        self.current = name
-        return {**describe(self.profiles[name]), "toxics": toxics}
+            raise NetworkUnavailable(f"applying network {label(*wanted)}: {exc}") from exc
+        self.current = wanted
+        applied = {**describe(edge), "toxics": toxics}
+        return applied if wanted[0] == wanted[1] else {**applied, "hops": describe(hop)}
 
     def reset(self) -> str:
         """Leave the proxies as the lab started them (no toxics); says how that went."""
@@ -180,5 +200,11 @@ class Network:
             self.proxy.reset()
         except httpx.HTTPError as exc:
             return f"failed: {exc}"
-        self.current = DIRECT
+        self.current = (DIRECT, DIRECT)
         return "ok"
+
+
+def label(network: str, hops: str) -> str:
+    """A cell's network conditions in one word: the profile, or ``edge+hops-profile`` when a
+    topology's hop links carry another one than the edge's."""
+    return network if hops == network else f"{network}+hops-{hops}"

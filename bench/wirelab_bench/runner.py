@@ -16,7 +16,7 @@ from wirelab_bench import environment
 from wirelab_bench.cell import Lab, measure
 from wirelab_bench.health import wait_healthy
 from wirelab_bench.knobs import REPO, Knobs
-from wirelab_bench.network import Network, NetworkUnavailable
+from wirelab_bench.network import Network, NetworkUnavailable, label
 from wirelab_bench.parity import ParityError, check_arm_parity, check_parity
 from wirelab_bench.progress import Estimate, Progress, clock
 from wirelab_bench.prom import Prometheus
@@ -184,10 +184,15 @@ def run(scenario: Scenario, knobs: Knobs) -> tuple[int, Path]:
             manifest["network"] = {}
         for cell in cells:
             started = time.monotonic()
-            phase = f"{cell.cell_id}: network {cell.group.network}"
-            if network is not None and (applied := network.use(cell.group.network)):
-                manifest["network"][cell.group.network] = applied
-                progress.message(f"network {cell.group.network}: {applied['description']}")
+            g = cell.group
+            links = label(g.network, g.hops_network)
+            phase = f"{cell.cell_id}: network {links}"
+            if network is not None and (applied := network.use(g.network, g.hops_network)):
+                manifest["network"][links] = applied
+                said = applied.get("description") or "no toxic on the edges"
+                if "hops" in applied:
+                    said += f"; hop links {applied['hops']['name']}"
+                progress.message(f"network {links}: {said}")
                 if protocols:
                     wait_healthy(knobs.net_rest_url, knobs.net_grpc_target, protocols, 30)
                 if node := arms.get("node"):
@@ -204,10 +209,11 @@ def run(scenario: Scenario, knobs: Knobs) -> tuple[int, Path]:
 
             window, cell_hist = measure(cell, lab, run_dir, tick)
             profile = network.profiles.get(cell.group.network) if network else None
+            hops = network.profiles.get(cell.group.hops_network) if network else None
             # Unread (no scrape, no Prometheus): the floor assumes one work after another.
             edge = cell.protocol if cell.runtime == "python" else f"{cell.protocol}-{cell.runtime}"
             mode = fanout.get(edge) or "unknown"
-            row = build_row(window, scenario.gates, scenario.topology, profile, mode)
+            row = build_row(window, scenario.gates, scenario.topology, profile, mode, hops)
             rows.append(row)
             hist += cell_hist
             if replicas is not None:

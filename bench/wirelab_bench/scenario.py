@@ -48,9 +48,17 @@ class Group:
     # A profile of toxiproxy/profiles.toml between the load generator and the services, or
     # "direct" (no proxy); wirelab_bench.network.
     network: str = "direct"
+    # The profile on a topology's hops (edge -> downstream), when it differs from ``network``'s
+    # (a client beside its edge, the edge a region away from its downstreams); "" = network's.
+    hop_network: str = ""
     # The services' runtimes, each measured on the same cells: python, node (compose profile
     # node; docs/node.md).
     runtimes: tuple[str, ...] = ("python",)
+
+    @property
+    def hops_network(self) -> str:
+        """The profile the hop links carry: ``hop_network``, else the edge's ``network``."""
+        return self.hop_network or self.network
 
 
 @dataclass(frozen=True)
@@ -76,7 +84,10 @@ class Cell:
 
     @property
     def cell_id(self) -> str:
-        network = "" if self.group.network == "direct" else f"_{self.group.network}"
+        g = self.group
+        network = "" if g.network == "direct" else f"_{g.network}"
+        if g.hops_network != g.network:
+            network += f"_hops-{g.hops_network}"
         # The Python services' cells keep the names they had before runtimes were a dimension.
         runtime = "" if self.runtime == "python" else f"_{self.runtime}"
         return (
@@ -124,12 +135,15 @@ class Scenario:
         return tuple(dict.fromkeys(r for g in self.groups for r in g.runtimes))
 
     def networks(self) -> tuple[str, ...]:
-        """The network profiles the cells need, in run order (``direct`` needs no proxy)."""
-        return tuple(dict.fromkeys(g.network for g in self.groups if g.network != "direct"))
+        """The network profiles the cells need, on the edge or the hop links, in run order
+        (``direct`` needs no proxy)."""
+        named = (n for g in self.groups for n in (g.network, g.hops_network))
+        return tuple(dict.fromkeys(n for n in named if n != "direct"))
 
     def with_network(self, network: str) -> Scenario:
-        """Every group under ``network`` (a run's --network overrides the file's)."""
-        groups = tuple(replace(g, network=network) for g in self.groups)
+        """Every group under ``network`` on every link (a run's --network overrides the
+        file's, hop links included)."""
+        groups = tuple(replace(g, network=network, hop_network="") for g in self.groups)
         return replace(self, groups=groups)
 
     def estimated_seconds(self) -> float:

@@ -34,6 +34,7 @@ _GROUP_KEYS = {
     "stream_interval_ms": int,
     "work_ms": int,
     "network": str,
+    "hop_network": str,
     "runtimes": list,
 }
 _TOP_KEYS = {
@@ -56,6 +57,7 @@ _DEFAULTS: dict[str, Any] = {
     "stream_interval_ms": 0,
     "work_ms": 0,
     "network": DIRECT,
+    "hop_network": "",
     "runtimes": ["python"],
 }
 
@@ -127,8 +129,13 @@ def check_routes(scenario: Scenario) -> None:
     order chain only, and Toxiproxy carries no route to it (its cells would run direct while
     their rows named a network profile); the Node.js services run in the one-hop lab and the
     a-to-b topology (the topologies with Node.js wiring), without the AMQP arm (Toxiproxy fronts
-    them as it fronts the Python ones)."""
+    them as it fronts the Python ones). A hop_network needs hops: a topology."""
     for g in scenario.groups:
+        if g.hop_network and scenario.topology == ONE_HOP:
+            raise ScenarioError(
+                f"{scenario.path}: group {g.name}: hop_network {g.hop_network!r} needs a topology"
+                f" (topology {ONE_HOP} has no hop links; set topology, or use network)"
+            )
         if "node" in g.runtimes:
             _check_node(scenario, g)
         if "amqp" not in g.protocols:
@@ -138,10 +145,11 @@ def check_routes(scenario: Scenario) -> None:
                 f"{scenario.path}: group {g.name}: protocol amqp runs in topology"
                 f" {AMQP_TOPOLOGY} only (this scenario's is {scenario.topology})"
             )
-        if g.network != DIRECT:
+        if g.network != DIRECT or g.hops_network != DIRECT:
             raise ScenarioError(
                 f"{scenario.path}: group {g.name}: protocol amqp has no route through Toxiproxy;"
-                f" its cells run with network {DIRECT} only (got {g.network})"
+                f" its cells run with network {DIRECT} only"
+                f" (got {g.network}, hops {g.hops_network})"
             )
 
 
@@ -169,9 +177,10 @@ def _group(m: dict[str, Any], at: str, networks: Collection[str]) -> Group:
             raise ScenarioError(f"{at}: {key} must be >= 0, got {m[key]}")
     if m["duration_s"] <= 0:
         raise ScenarioError(f"{at}: duration_s must be > 0, got {m['duration_s']}")
-    if m["network"] != DIRECT and m["network"] not in networks:
-        known = ", ".join([DIRECT, *networks])
-        raise ScenarioError(f"{at}: unknown network {m['network']!r} (known: {known})")
+    for key in ("network", "hop_network"):
+        if m[key] not in (DIRECT, *networks) and (key == "network" or m[key]):
+            known = ", ".join([DIRECT, *networks])
+            raise ScenarioError(f"{at}: unknown {key} {m[key]!r} (known: {known})")
     if m["stream_count"] < 1:
         raise ScenarioError(f"{at}: stream_count must be >= 1, got {m['stream_count']}")
     loads = tuple(_load(raw, f"{at}: loads[{i}]") for i, raw in enumerate(m["loads"]))
@@ -194,6 +203,7 @@ def _group(m: dict[str, Any], at: str, networks: Collection[str]) -> Group:
         stream_interval_ms=m["stream_interval_ms"],
         work_ms=m["work_ms"],
         network=m["network"],
+        hop_network=m["hop_network"],
         runtimes=runtimes,
     )
 

@@ -56,13 +56,17 @@ def build_row(
     topology: str = ONE_HOP,
     network: Profile | None = None,
     fanout: str = "sequential",
+    hops: Profile | None = None,
 ) -> dict[str, Any]:
     """The tidy row: identifiers, then rates, latencies, the work floor and the hops, resources
     and gate verdict. ``network``: the profile the cell ran under (None: direct, no proxy);
-    ``fanout``: how the edge called its downstreams (its wirelab_server_info)."""
+    ``fanout``: how the edge called its downstreams (its wirelab_server_info); ``hops``: the
+    profile of a topology's hop links (None: direct)."""
     c, s = w.cell, w.seconds
     pk = {"protocol": c.protocol, "kind": c.kind}
     net = describe(network)
+    # A one-hop cell has no hop links: its hop columns stay empty.
+    hop = describe(hops) if topology != ONE_HOP else {"name": "", "rtt_ms": NAN}
     row: dict[str, Any] = {
         "cell_id": c.cell_id,
         "group": c.group.name,
@@ -71,6 +75,8 @@ def build_row(
         "network_rtt_ms": net["rtt_ms"],
         "network_jitter_ms": net["jitter_ms"],
         "network_bandwidth_kbps": net["bandwidth_kbps"] or NAN,
+        "hop_network": hop["name"],
+        "hop_network_rtt_ms": hop["rtt_ms"],
         "runtime": c.runtime,
         "protocol": c.protocol,
         "kind": c.kind,

@@ -96,6 +96,17 @@ def test_runtime_is_a_key_once_a_run_has_it() -> None:
     assert len(cmp.compare(older, a)) == len(cmp.FIGURES)
 
 
+def test_hop_links_profile_is_a_key_and_older_topology_runs_carried_the_edges() -> None:
+    edge = {"topology": "a-to-b", "network": "region"}
+    older = pd.DataFrame(_rows("rest", [100] * 3, [5] * 3, **edge))
+    same = pd.DataFrame(_rows("rest", [100] * 3, [5] * 3, **edge, hop_network="region"))
+    other = pd.DataFrame(_rows("rest", [100] * 3, [5] * 3, **edge, hop_network="direct"))
+    assert "hop_network" in cmp.keys_of(older, same)
+    assert len(cmp.compare(older, same)) == len(cmp.FIGURES)
+    assert cmp.compare(older, other).empty
+    assert cmp.compare(same, other).empty
+
+
 def test_ratio_and_student_t_intervals() -> None:
     a = pd.DataFrame(_rows("rest", [98, 100, 102], [5, 5, 5]))
     b = pd.DataFrame(_rows("rest", [108, 110, 112], [5, 5, 5]))

@@ -18,6 +18,7 @@ from wirelab_bench.network import (
     NetworkUnavailable,
     Profile,
     Toxiproxy,
+    label,
     load_profiles,
 )
 from wirelab_bench.scenario import Gates
@@ -149,7 +150,43 @@ def test_a_run_applies_each_profile_once_while_it_lasts(monkeypatch: pytest.Monk
     assert applied is not None and applied["rtt_ms"] == 40 and len(applied["toxics"]["rest"]) == 2
     assert network.use("region") is None  # still on: not applied again
     assert network.use("lan") is not None and fake.toxics == {"rest": [], "grpc": []}
-    assert network.reset() == "ok" and network.current == DIRECT
+    assert network.reset() == "ok" and network.current == (DIRECT, DIRECT)
+
+
+def test_a_direct_cell_after_a_profile_clears_the_hop_proxies() -> None:
+    """A direct cell sends the load generator straight to the edge, but a topology's hops still
+    pass through Toxiproxy: what an earlier cell left on them must go."""
+    fake = FakeToxiproxy(("rest", "grpc", "rest-b", "grpc-b"))
+    network = _network(fake)
+    assert network.use("region") is not None and len(fake.toxics["rest-b"]) == 2
+    assert network.use(DIRECT) is None
+    assert all(toxics == [] for toxics in fake.toxics.values())
+
+
+def test_hop_links_can_carry_a_profile_of_their_own() -> None:
+    """hop_network: the edges' proxies get the group's network, the hops' their own (a client
+    beside its edge, the edge a region away from its downstream)."""
+    fake = FakeToxiproxy(("rest", "grpc", "rest-node", "grpc-node", "rest-b", "grpc-node-b"))
+    network = _network(fake)
+    applied = network.use(DIRECT, "region")
+    assert applied is not None and applied["name"] == DIRECT
+    assert applied["hops"]["name"] == "region" and applied["hops"]["rtt_ms"] == 40
+    assert {p: len(t) for p, t in fake.toxics.items()} == {
+        "rest": 0, "grpc": 0, "rest-node": 0, "grpc-node": 0, "rest-b": 2, "grpc-node-b": 2
+    }  # fmt: skip
+    assert network.use(DIRECT, "region") is None  # still on
+    applied = network.use("zone", DIRECT)
+    assert applied is not None and applied["hops"]["name"] == DIRECT
+    zone = len(network.profiles["zone"].toxics())
+    assert [len(fake.toxics[p]) for p in ("rest", "rest-node", "rest-b")] == [zone, zone, 0]
+    assert network.use("zone") is not None and len(fake.toxics["rest-b"]) == zone
+    assert label("zone", "zone") == "zone" and label(DIRECT, "region") == "direct+hops-region"
+
+
+def _network(fake: FakeToxiproxy) -> Network:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("wirelab_bench.network.Toxiproxy", lambda url: fake.client())
+        return Network(Path(NETWORK_PROFILES), "http://toxiproxy:8474", ("region",))
 
 
 def test_a_run_needing_a_profile_without_toxiproxy_names_the_command() -> None:
@@ -173,6 +210,30 @@ def test_scenarios_name_a_network_per_group_and_unknown_ones_are_refused(tmp_pat
         load_scenario(path)
 
 
+def test_a_group_may_give_a_topologys_hop_links_a_profile_of_their_own(tmp_path: Path) -> None:
+    path = tmp_path / "hops.toml"
+    path.write_text(
+        'topology = "a-to-b"\n' + SCENARIO
+        + '[[groups]]\nname = "near"\n[[groups]]\nname = "split"\nhop_network = "region"\n'
+    )  # fmt: skip
+    scenario = load_scenario(path)
+    assert [(g.network, g.hops_network) for g in scenario.groups] == [
+        (DIRECT, DIRECT),
+        (DIRECT, "region"),
+    ]
+    assert scenario.networks() == ("region",)  # Toxiproxy is needed for the hops alone
+    ids = [c.cell_id for c in scenario.cells()]
+    assert "_hops-" not in ids[0] and ids[-1].endswith("_hops-region_r0")
+    # --network puts one profile on every link, the hops' included.
+    assert {g.hops_network for g in scenario.with_network("lan").groups} == {"lan"}
+    path.write_text('topology = "a-to-b"\n' + SCENARIO + 'hop_network = "moon"\n')
+    with pytest.raises(ScenarioError, match=r"unknown hop_network 'moon'"):
+        load_scenario(path)
+    path.write_text(SCENARIO + 'hop_network = "region"\n')
+    with pytest.raises(ScenarioError, match=r"needs a topology \(topology one-hop has no hop"):
+        load_scenario(path)
+
+
 def test_the_tidy_row_says_which_network_a_cell_ran_under(tmp_path: Path) -> None:
     path = tmp_path / "wan.toml"
     path.write_text(SCENARIO + 'network = "intercontinental"\n')
@@ -187,6 +248,14 @@ def test_the_tidy_row_says_which_network_a_cell_ran_under(tmp_path: Path) -> Non
     assert row["network_bandwidth_kbps"] == 12500
     direct = build_row(Window(cell, 0.0, 1.0), Gates())
     assert (direct["network"], direct["network_rtt_ms"]) == (DIRECT, 0)
+    assert direct["hop_network"] == ""  # one hop: no hop links
+    region = load_profiles(Path(NETWORK_PROFILES))["region"]
+    hops = build_row(Window(cell, 0.0, 1.0), Gates(), "a-to-b", None, "sequential", region)
+    assert (hops["network"], hops["hop_network"], hops["hop_network_rtt_ms"]) == (
+        DIRECT,
+        "region",
+        40,
+    )
 
 
 def test_bench_refuses_an_unknown_network_before_measuring(

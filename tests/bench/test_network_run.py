@@ -154,6 +154,14 @@ def test_wirelab_network_puts_a_lab_profile_on_and_takes_it_off(
     assert main(["network", "direct", "--toxiproxy-url", api]) == 0
     assert json.loads(capsys.readouterr().out) == {"rest": [], "grpc": []}
     assert main(["network", "moon", "--toxiproxy-url", api]) == 2
+    # --hops puts a profile on the hop links only: this lab has the edges' proxies alone.
+    assert main(["network", "direct", "--hops", "region", "--toxiproxy-url", api]) == 0
+    assert json.loads(capsys.readouterr().out) == {"rest": [], "grpc": []}
+    assert main(["network", "zone", "--hops", "direct", "--toxiproxy-url", api]) == 0
+    assert all(json.loads(capsys.readouterr().out).values())
+    for bad in (["direct", "--hops", "moon"], ["show", "--hops", "region"]):
+        assert main(["network", *bad, "--toxiproxy-url", api]) == 2
+    assert main(["network", "direct", "--toxiproxy-url", api]) == 0
 
 
 def test_the_report_compares_the_protocols_across_networks(finished: tuple[int, Path]) -> None:

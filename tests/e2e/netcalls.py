@@ -45,6 +45,7 @@ def medians(
     return timed
 
 
-def set_network(toxiproxy_api: str, profile: str) -> None:
-    """`wirelab network <profile>` on the lab's Toxiproxy, as a user runs it."""
-    assert main(["network", profile, "--toxiproxy-url", toxiproxy_api]) == 0
+def set_network(toxiproxy_api: str, profile: str, hops: str = "") -> None:
+    """`wirelab network <profile> [--hops <hops>]` on the lab's Toxiproxy, as a user runs it."""
+    extra = ["--hops", hops] if hops else []
+    assert main(["network", profile, *extra, "--toxiproxy-url", toxiproxy_api]) == 0

@@ -89,6 +89,26 @@ def test_region_delays_the_hop_as_it_delays_the_edge(hop_lab: HopLab) -> None:
         assert 2 * low < both < 2 * high, (protocol, bare, emulated)
 
 
+def test_the_hop_link_can_carry_a_profile_the_edge_does_not(hop_lab: HopLab) -> None:
+    """`wirelab network direct --hops region` (a group's hop_network): the hop pays the round
+    trip, the edge's proxy does not, so an order costs the same through it as sent to A."""
+    region = load_profiles(Path(NETWORK_PROFILES))["region"]
+    _network(hop_lab, "direct")
+    bare = _orders_ms(hop_lab)
+    set_network(hop_lab.api, "direct", hops="region")
+    try:
+        edge = httpx.get(f"{hop_lab.api}/proxies/rest/toxics", timeout=5).json()
+        emulated = _orders_ms(hop_lab)
+    finally:
+        _network(hop_lab, "direct")
+    assert edge == []
+    low, high = region.rtt_ms - region.jitter_ms, region.rtt_ms + 2 * region.jitter_ms
+    for protocol in ("rest", "grpc"):
+        for path in ("a", "edge"):
+            added = emulated[protocol][path] - bare[protocol]["a"]
+            assert low < added < high, (protocol, path, bare, emulated)
+
+
 def test_a_labels_its_calls_with_bs_name_not_the_proxys(hop_lab: HopLab) -> None:
     _orders_ms(hop_lab)
     for protocol, url in hop_lab.metrics.items():
