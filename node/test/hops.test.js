@@ -234,3 +234,9 @@ test('peer names and split notes as the Python contract and core make them', () 
   // Code points, as Python's str: the astral character is one, and U+001F is a space.
   assert.deepEqual(core.splitNote('\u{1F600}\u{1F600} ab\x1fc d', 2), ['\u{1F600}\u{1F600} ab', '\x1fc d']);
 });
+
+test('a REST service loads neither grpc-js nor the protobuf types', () => {
+  const loads = "require('./src/rest/app'); console.log(Object.keys(require.cache).filter((k) => /@grpc|protobufjs/.test(k)).length)";
+  const out = require('node:child_process').execFileSync(process.execPath, ['-e', loads], { cwd: require('node:path').join(__dirname, '..') });
+  assert.equal(out.toString().trim(), '0');
+});
