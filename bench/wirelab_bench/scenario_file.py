@@ -120,16 +120,16 @@ def parse_scenario(data: dict[str, Any], path: Path, networks: Collection[str] =
 
 # The AMQP arm runs in this topology only (topologies/order-chain.yaml, profile amqp).
 AMQP_TOPOLOGY = "order-chain"
-# The topologies whose file wires the Node.js services too (topologies/a-to-b.yaml's rest-node-b).
-NODE_TOPOLOGIES = (ONE_HOP, "a-to-b")
+# The topologies whose file wires the Node.js services too (rest-node-b, rest-node-product, ...).
+NODE_TOPOLOGIES = (ONE_HOP, "a-to-b", "order-chain")
 
 
 def check_routes(scenario: Scenario) -> None:
     """Refuse a scenario with cells the lab cannot run as labelled. The AMQP arm exists in the
     order chain only, and Toxiproxy carries no route to it (its cells would run direct while
-    their rows named a network profile); the Node.js services run in the one-hop lab and the
-    a-to-b topology (the topologies with Node.js wiring), without the AMQP arm (Toxiproxy fronts
-    them as it fronts the Python ones). A hop_network needs hops: a topology."""
+    their rows named a network profile); the Node.js services run in the one-hop lab, a-to-b
+    and the order chain (the topologies with Node.js wiring), without the AMQP arm (Toxiproxy
+    fronts them as it fronts the Python ones). A hop_network needs hops: a topology."""
     for g in scenario.groups:
         if g.hop_network and scenario.topology == ONE_HOP:
             raise ScenarioError(

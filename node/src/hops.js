@@ -209,7 +209,11 @@ class RestDownstream {
       req.on('response', (res) => {
         const pieces = [];
         res.on('data', (piece) => pieces.push(piece));
-        res.on('error', () => {}); // the request's error or the timer says what happened
+        // The connection lost mid-reply (B gone): no reply, as a refused connection is.
+        res.on('error', (exc) => {
+          settle();
+          fail('connection_error', new DownstreamError(this.peer, 'unavailable', `${exc.code || exc.name}: ${exc.message}`));
+        });
         res.on('end', () => {
           settle();
           const got = Buffer.concat(pieces);

@@ -240,3 +240,21 @@ test('a REST service loads neither grpc-js nor the protobuf types', () => {
   const out = require('node:child_process').execFileSync(process.execPath, ['-e', loads], { cwd: require('node:path').join(__dirname, '..') });
   assert.equal(out.toString().trim(), '0');
 });
+
+test('a downstream that drops the connection mid-reply is unavailable, counted connection_error', async () => {
+  const server = http.createServer((req, res) => {
+    req.resume();
+    req.on('end', () => {
+      res.writeHead(200, { 'content-type': 'application/json', 'content-length': 1000 });
+      res.write('{"order_id":');
+      setTimeout(() => res.destroy(), 20);
+    });
+  });
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  opened.push(() => new Promise((resolve) => server.close(resolve)));
+  const a = await restService({ downstream: [`http://127.0.0.1:${server.address().port}#cut`] });
+  const r = await post(a.url, { order: ORDER });
+  assert.equal(r.status, 502);
+  assert.match(JSON.parse(r.text).detail, /^downstream cut is unavailable/);
+  assert.equal(await eventually(() => clientRequests(a.metrics, 'rest', 'cut', 'connection_error'), 1), 1);
+});

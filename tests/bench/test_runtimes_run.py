@@ -90,8 +90,8 @@ def test_a_run_over_both_runtimes_measures_each_on_its_own_services(
     [
         ('runtimes = ["deno"]\n', "unknown runtimes value 'deno'"),
         (
-            'runtimes = ["node"]\ntopology = "order-chain"\n',
-            "runtime node runs in topologies one-hop, a-to-b only",
+            'runtimes = ["node"]\ntopology = "cluster"\n',
+            "runtime node runs in topologies one-hop, a-to-b, order-chain only",
         ),
     ],
 )

@@ -54,6 +54,12 @@ SHAPES = {
             for p in ("rest", "grpc")
         },
         work_ms=5,
+        node_hops={
+            p: tuple(
+                (f"{p}-node-{s}", f"{p}-node-{s}") for s in ("product", "customer", "shipping")
+            )
+            for p in ("rest", "grpc")
+        },
     ),
     "cluster": Shape({"rest": (("lb", "rest-b"),), "grpc": (("lb", "grpc-b"),)}, extra=("lb",)),
 }
