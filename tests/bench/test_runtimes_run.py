@@ -22,9 +22,8 @@ from tests.services.test_integration import Service
 
 SCENARIO = """
 runtimes = ["python", "node"]
-kinds = ["unary", "download"]
+kinds = ["unary"]
 loads = [{ users = 1, label = "one" }]
-payload_sizes = [4096]
 warmup_s = 0.5
 duration_s = 1.5
 cooldown_s = 0
