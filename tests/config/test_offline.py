@@ -297,8 +297,9 @@ def test_make_lab_leaves_out_every_service_wirelab_exclude_names(fake: dict[str,
         ("order-chain", "node,netem", "compose.yaml:topologies/order-chain.yaml"
          ":topologies/netem/order-chain.yaml"),
         ("a-to-b", "node", "compose.yaml:topologies/a-to-b.yaml"),
-        # No overlay for the cluster: its hops go through nginx (docs/network.md).
-        ("cluster", "netem", "compose.yaml:topologies/cluster.yaml"),
+        # The cluster's overlay proxies the edges' hop to lb (docs/network.md).
+        ("cluster", "netem", "compose.yaml:topologies/cluster.yaml:topologies/netem/cluster.yaml"),
+        ("cluster", "node", "compose.yaml:topologies/cluster.yaml"),
         ("one-hop", "netem", ""),
     ],
 )  # fmt: skip

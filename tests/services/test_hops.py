@@ -311,13 +311,14 @@ async def _three(protocol: str) -> AsyncIterator[list[Hop]]:
 async def test_fan_out_in_turn_or_at_once(protocol: str) -> None:
     """The order-chain shape: 100 ms here and 100 ms at each of three downstreams is a 400 ms
     floor in turn, 100 ms at once. Floors only: a busy machine makes calls slower, never faster;
-    at once must still beat in turn by two of the three downstream's 100 ms."""
+    at once must still beat in turn by one downstream's 100 ms (by two it failed once in eight
+    unit runs on a loaded 2-core machine)."""
     async with _three(protocol) as downstreams:
         urls = [d.url for d in downstreams]
         in_turn = await _fan_out_seconds(protocol, urls, "sequential")
         at_once = await _fan_out_seconds(protocol, urls, "parallel")
         assert in_turn >= 0.4
-        assert 0.1 <= at_once < in_turn - 0.2
+        assert 0.1 <= at_once < in_turn - 0.1
         for d in downstreams:
             assert await settled(partial(_served, d.registry, protocol), 2) == 2
 
