@@ -6,9 +6,9 @@
 // labelled by peer. One arm, one protocol: a REST service calls REST services over one keep-alive
 // agent, a gRPC service gRPC services over one channel each. The AMQP arm is Python's only.
 const http = require('node:http');
-const client = require('prom-client');
 const core = require('./core');
 const contract = require('./contract');
+const { instrument } = require('./metrics');
 const json = require('./rest/json');
 const validate = require('./rest/validate');
 const { orderJson } = require('./rest/codec');
@@ -58,10 +58,7 @@ function clientFamilies(registry) {
   const made = {};
   for (const family of contract.CLIENT) {
     if (family.labels.includes('peer') && family.name !== 'wirelab_client_time_to_first_message_seconds') {
-      const common = { name: family.name, help: family.help, labelNames: family.labels, registers: [registry] };
-      made[family.name] = family.type === 'counter'
-        ? new client.Counter({ ...common, name: `${family.name}_total` })
-        : new client.Histogram({ ...common, buckets: contract.bucketsOf(family) });
+      made[family.name] = instrument(family, registry);
     }
   }
   return made;

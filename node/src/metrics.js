@@ -263,4 +263,4 @@ function startCall(metrics, kind) {
   return metrics === null ? UNMEASURED : metrics.start(kind);
 }
 
-module.exports = { Call, ServerMetrics, instruments, observeMany, startCall, UNMEASURED };
+module.exports = { Call, ServerMetrics, instrument, instruments, observeMany, startCall, UNMEASURED };
