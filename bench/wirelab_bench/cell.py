@@ -17,7 +17,7 @@ from wirelab_bench.load import LocustProcess, Target, locust_command, wait_start
 from wirelab_bench.network import DIRECT
 from wirelab_bench.peaks import SAMPLED, Peaks
 from wirelab_bench.prom import Prometheus
-from wirelab_bench.promql import EXPORTS, TOPOLOGY_EXPORTS, aggregate
+from wirelab_bench.promql import EXPORTS, TOPOLOGY_EXPORTS, aggregate, sample_names
 from wirelab_bench.results import write_json
 from wirelab_bench.scenario import Cell
 from wirelab_bench.scrape import scrape
@@ -75,7 +75,7 @@ def free_port() -> int:
 
 def _snap(url: str, job: str, names: tuple[str, ...]) -> Snapshot | None:
     try:
-        return aggregate(scrape(url, job), names)
+        return aggregate(scrape(url, job, names=sample_names(names)), names)
     except (httpx.HTTPError, ValueError):
         return None
 

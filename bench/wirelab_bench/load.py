@@ -128,4 +128,4 @@ def wait_started(proc: LocustProcess, probe: str | None, timeout: float) -> None
             return
         if time.monotonic() >= deadline:
             raise RuntimeError(f"Locust's client metrics at {probe} did not come up")
-        time.sleep(0.25)
+        time.sleep(0.1)

@@ -178,6 +178,12 @@ RATE_PEAKS = {
 Sample = tuple[str, dict[str, str], float]
 
 
+def sample_names(names: Iterable[str]) -> frozenset[str]:
+    """The sample names the exports ``names`` read: all a scrape needs to parse for them."""
+    known = {**EXPORTS, **TOPOLOGY_EXPORTS}
+    return frozenset(known[n].metric for n in names)
+
+
 def aggregate(samples: Iterable[Sample], names: Iterable[str] | None = None) -> Snapshot:
     """Apply the exports (``names``, of EXPORTS or TOPOLOGY_EXPORTS; by default every one of
     EXPORTS) to raw samples as Prometheus would to the same data."""

@@ -122,9 +122,8 @@ def _server_info(lab: Lab) -> dict[str, dict[str, str]]:
     found: dict[str, dict[str, str]] = {}
     edges = [*lab.server_urls.items(), *((f"{p}-node", u) for p, u in lab.node_server_urls.items())]
     for edge, url in edges:
-        for name, labels, _ in scrape(url, edge):
-            if name == "wirelab_server_info":
-                found[edge] = labels
+        for _, labels, _ in scrape(url, edge, names=("wirelab_server_info",)):
+            found[edge] = labels
     if lab.prometheus is not None:
         # The arm is the edge's job (the AMQP arm's edge serves gRPC: promql.Export).
         for labels in lab.prometheus.instant(f'wirelab_server_info{{job=~"{"|".join(ARMS)}"}}'):

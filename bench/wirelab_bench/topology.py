@@ -77,7 +77,7 @@ def edge_peers(
         out.found[proto], out.source[proto] = None, "no direct scrape and no Prometheus"
         if proto in urls:
             try:
-                out.found[proto] = peers_in(scrape(urls[proto], proto))
+                out.found[proto] = peers_in(scrape(urls[proto], proto, names=(PEERS_METRIC,)))
                 out.source[proto] = "scrape"
                 continue
             except (httpx.HTTPError, ValueError) as exc:
