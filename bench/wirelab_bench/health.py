@@ -8,11 +8,13 @@ import grpc
 import httpx
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from wirelab_bench import webclient
+
 
 def rest_healthy(rest_url: str) -> str | None:
     """None when GET /healthz answers 200; otherwise why not."""
     try:
-        response = httpx.get(f"{rest_url.rstrip('/')}/healthz", timeout=2.0)
+        response = webclient.client().get(f"{rest_url.rstrip('/')}/healthz", timeout=2.0)
     except httpx.HTTPError as exc:
         return f"REST {rest_url}: {type(exc).__name__}: {exc}"
     return None if response.status_code == 200 else f"REST /healthz answered {response.status_code}"

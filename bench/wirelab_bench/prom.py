@@ -11,6 +11,7 @@ from typing import Any
 
 import httpx
 
+from wirelab_bench import webclient
 from wirelab_bench.histo import Snapshot, key
 from wirelab_bench.promql import EXPORTS, GAUGES, RATE_PEAKS, Export
 
@@ -42,7 +43,7 @@ class Prometheus:
         return None
 
     def _get(self, path: str, params: dict[str, str]) -> Any:
-        response = httpx.get(self.url + path, params=params, timeout=self.timeout)
+        response = webclient.client().get(self.url + path, params=params, timeout=self.timeout)
         response.raise_for_status()
         body = response.json()
         if body.get("status") != "success":

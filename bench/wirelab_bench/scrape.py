@@ -7,6 +7,7 @@ from collections.abc import Collection
 
 import httpx
 
+from wirelab_bench import webclient
 from wirelab_bench.promql import Sample
 
 # One sample line of the text exposition format: name, optional {labels}, value (a timestamp
@@ -19,16 +20,6 @@ _LINE = re.compile(r"([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?[ \t]+(\S+)")
 _LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"')
 _ESCAPE = re.compile(r"\\(.)")
 _ESCAPED = {"n": "\n", "\\": "\\", '"': '"'}
-# One client for every scrape: a new httpx client loads the CA bundle (58 ms each, 6.6 s of the
-# same tiny run) although these endpoints are plain HTTP.
-_client: httpx.Client | None = None
-
-
-def _http() -> httpx.Client:
-    global _client
-    if _client is None:
-        _client = httpx.Client()
-    return _client
 
 
 def scrape(
@@ -36,7 +27,7 @@ def scrape(
 ) -> list[Sample]:
     """Every sample at ``url`` (or those named in ``names``), labelled ``job`` as Prometheus
     would label that target."""
-    response = _http().get(url, timeout=timeout)
+    response = webclient.client().get(url, timeout=timeout)
     response.raise_for_status()
     return parse(response.text, job, names)
 
