@@ -275,17 +275,21 @@ async def test_grpc_the_callers_deadline_bounds_the_downstream_call() -> None:
 # ---------------------------------------------------------------------------------- fan-out
 
 
+# Long enough that the unit stage's two workers (tests/run) cannot blur in turn and at once.
+WORK_MS = 200
+
+
 async def _fan_out_seconds(protocol: str, urls: Sequence[str], fanout: str) -> float:
     """Seconds one order takes through an edge with local work and ``urls`` downstreams."""
     config = settings(downstream=tuple(urls), fanout=fanout)
     if protocol == "grpc":
         async with grpc_service(config) as a:
             started = time.perf_counter()
-            await _grpc_order(a, work_ms=100)
+            await _grpc_order(a, work_ms=WORK_MS)
             return time.perf_counter() - started
     with rest_service(config) as a:
         started = time.perf_counter()
-        assert _rest_order(a, work_ms=100).status_code == 200
+        assert _rest_order(a, work_ms=WORK_MS).status_code == 200
         return time.perf_counter() - started
 
 
@@ -309,16 +313,16 @@ async def _three(protocol: str) -> AsyncIterator[list[Hop]]:
 
 @pytest.mark.parametrize("protocol", ["rest", "grpc"])
 async def test_fan_out_in_turn_or_at_once(protocol: str) -> None:
-    """The order-chain shape: 100 ms here and 100 ms at each of three downstreams is a 400 ms
-    floor in turn, 100 ms at once. Floors only: a busy machine makes calls slower, never faster;
-    at once must still beat in turn by one downstream's 100 ms (by two it failed once in eight
-    unit runs on a loaded 2-core machine)."""
+    """The order-chain shape: 200 ms here and 200 ms at each of three downstreams is an 800 ms
+    floor in turn, 200 ms at once. Floors only: a busy machine makes calls slower, never faster;
+    at once must still beat in turn by one downstream's work (by two, with 100 ms of work, it
+    failed once in eight unit runs on a loaded 2-core machine)."""
     async with _three(protocol) as downstreams:
         urls = [d.url for d in downstreams]
         in_turn = await _fan_out_seconds(protocol, urls, "sequential")
         at_once = await _fan_out_seconds(protocol, urls, "parallel")
-        assert in_turn >= 0.4
-        assert 0.1 <= at_once < in_turn - 0.1
+        assert in_turn >= 4 * WORK_MS / 1000
+        assert WORK_MS / 1000 <= at_once < in_turn - WORK_MS / 1000
         for d in downstreams:
             assert await settled(partial(_served, d.registry, protocol), 2) == 2
 
