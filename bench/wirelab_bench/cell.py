@@ -120,13 +120,13 @@ def measure(
         _wait(proc, "warm-up", g.warmup_s, tick)
         server0 = _snap(server_url, cell.protocol, lab.edge) if server_url else None
         client0 = _snap(client_url, "locust", CLIENT)
-        cpu0, t0 = proc.cpu_seconds(), time.time()
+        cpu0, own0, t0 = proc.cpu_seconds(), time.process_time(), time.time()
         peaks.add(server0)
         peaks.add(client0)
         _wait(proc, "measure", g.duration_s, tick, sample)
         server1 = _snap(server_url, cell.protocol, lab.edge) if server_url else None
         client1 = _snap(client_url, "locust", CLIENT)
-        cpu1, t1 = proc.cpu_seconds(), time.time()
+        cpu1, own1, t1 = proc.cpu_seconds(), time.process_time(), time.time()
         # The window's ends count as samples too: a window shorter than two ticks still has
         # one CPU rate (its average), never none.
         peaks.add(server1)
@@ -135,6 +135,7 @@ def measure(
         proc.stop()
     ratio = (cpu1 - cpu0) / (t1 - t0)
     window = Window(cell, t0, t1 - t0, peaks=peaks.values, generator_cpu_ratio=ratio)
+    window.runner_cpu_ratio = (own1 - own0) / (t1 - t0)
     if server0 is not None and server1 is not None:
         window.server, window.sources["server"] = delta(server0, server1), "scrape"
     elif server_url:

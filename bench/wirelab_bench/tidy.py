@@ -31,6 +31,8 @@ class Window:
     replicas: Snapshot | None = None  # orders served per hop replica (topology runs)
     peaks: Snapshot = field(default_factory=dict)
     generator_cpu_ratio: float = NAN
+    # The runner's own CPU over the window (its scrapes and samples run on the machine measured).
+    runner_cpu_ratio: float = NAN
     sources: dict[str, str] = field(default_factory=dict)
 
 
@@ -125,6 +127,7 @@ def build_row(
     row["generator_cpu_ratio"] = w.generator_cpu_ratio
     saturated_flag = total(w.peaks, "client_saturated") if w.peaks else 0.0
     row["generator_saturated"] = bool(w.generator_cpu_ratio >= 0.9 or saturated_flag >= 1)
+    row["runner_cpu_ratio"] = w.runner_cpu_ratio
     row["client_source"] = w.sources.get("client", "none")
     row["server_source"] = w.sources.get("server", "none")
     row["container_source"] = w.sources.get("containers", "none")

@@ -106,6 +106,8 @@ def test_tidy_table_has_sane_values(finished: tuple[int, Path]) -> None:
     assert unary.payload_bytes_per_s.map(math.isnan).all()
     assert tidy.container_cpu_s_per_request.isna().all()  # no cAdvisor without Prometheus
     assert not tidy.generator_saturated.any()
+    # The runner reads two pages a second: a small share of a core, never nothing.
+    assert tidy.runner_cpu_ratio.between(0, 0.5, inclusive="neither").all(), tidy.runner_cpu_ratio
     assert set(tidy.client_source) == {"scrape"} and set(tidy.server_source) == {"scrape"}
     hist = pd.read_csv(run / "histograms.csv")
     assert set(hist.side) == {"client", "server"} and (hist["count"] >= 0).all()

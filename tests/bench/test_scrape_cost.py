@@ -1,4 +1,5 @@
-"""python -m wirelab_bench.perf.scrape times prometheus_client's render of each service's page."""
+"""python -m wirelab_bench.perf.scrape times prometheus_client's render of each service's page, then
+the runner's reader and the library's parser on each page and a Locust child's."""
 
 from __future__ import annotations
 
@@ -16,9 +17,10 @@ def test_reports_cpu_per_scrape_for_each_protocol_and_format(
     monkeypatch.setattr(library_metrics, "_use_created", library_metrics._use_created)
     assert scrape.main(["--scrapes", "3", "--rounds", "1"]) == 0
     lines = capsys.readouterr().out.splitlines()
+    renders, reads = lines[:4], lines[4:]
     found = [
         re.match(r"(\w+) +(\d+) samples, .*: (text 0\.0\.4|OpenMetrics) +([\d.]+) ms", x)
-        for x in lines
+        for x in renders
     ]
     assert [(m[1], m[3]) for m in found if m] == [
         ("rest", "text 0.0.4"),
@@ -27,3 +29,11 @@ def test_reports_cpu_per_scrape_for_each_protocol_and_format(
         ("grpc", "OpenMetrics"),
     ]
     assert all(m is not None and float(m[4]) > 0 and int(m[2]) > 500 for m in found)
+    read = [
+        re.match(
+            r"(\w+) +page, (\d+) samples: the runner's reader ([\d.]+) ms .* parser ([\d.]+)", x
+        )
+        for x in reads
+    ]
+    assert [m[1] for m in read if m] == ["rest", "grpc", "locust"], reads
+    assert all(m is not None and int(m[2]) > 500 and float(m[3]) > 0 for m in read)

@@ -84,7 +84,8 @@ def send_orders(arm: Arm, count: int) -> Counter[str]:
 
 
 def _totals(arm: Arm, expr: str, by: str) -> dict[str, float]:
-    """The grouped values of ``expr`` once two reads 3 s apart agree (1 s scrapes)."""
+    """The grouped values of ``expr`` once two reads 2 s apart agree (1 s scrapes; the services
+    count a call by the next scrape)."""
     last: dict[str, float] = {}
 
     def stable() -> dict[str, float] | None:
@@ -94,7 +95,7 @@ def _totals(arm: Arm, expr: str, by: str) -> dict[str, float]:
         last = now
         return now if same else None
 
-    return wait_for(f"{expr} to settle", stable, timeout=60, every=3)
+    return wait_for(f"{expr} to settle", stable, timeout=60, every=2)
 
 
 def _edge_calls(arm: Arm) -> dict[str, float]:

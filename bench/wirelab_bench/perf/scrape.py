@@ -1,5 +1,7 @@
 """Benchmark: CPU per scrape of a service's wirelab_server_* families, as prometheus_client renders
-them (text 0.0.4, which the services serve, and OpenMetrics), after calls of every kind."""
+them (text 0.0.4, which the services serve, and OpenMetrics), after calls of every kind; then CPU
+per read of each page and of a Locust child's page by the runner's reader (wirelab_bench.scrape)
+and by prometheus_client's parser, which the runner used before."""
 
 from __future__ import annotations
 
@@ -9,10 +11,13 @@ from collections.abc import Callable, Sequence
 
 from prometheus_client import CollectorRegistry, disable_created_metrics, generate_latest
 from prometheus_client.openmetrics.exposition import generate_latest as openmetrics
+from prometheus_client.parser import text_string_to_metric_families
 from wirelab.contract import CANONICAL_CODES, EDGE_PROTOCOLS, KINDS_BY_PROTOCOL
 from wirelab.metrics import ServerMetrics
+from wirelab_locust.metrics import ClientCollector, Gauges, Observations
 
 from wirelab_bench.benchknobs import Knob, parser
+from wirelab_bench.scrape import parse
 
 KNOBS: tuple[Knob, ...] = (
     ("scrapes", int, 300, "scrapes timed per round"),
@@ -49,11 +54,37 @@ def cpu_per_scrape(
     return best
 
 
+def cpu_per_read(read: Callable[[str], object], page: str, reads: int, rounds: int) -> float:
+    """Seconds of this process's CPU per read of ``page`` (the cheapest round)."""
+    best = float("inf")
+    for _ in range(rounds):
+        started = time.process_time()
+        for _ in range(reads):
+            read(page)
+        best = min(best, (time.process_time() - started) / reads)
+    return best
+
+
+def _library(page: str) -> object:
+    return [s for family in text_string_to_metric_families(page) for s in family.samples]
+
+
+def _locust_page() -> str:
+    """A Locust child's page as the runner reads it: every series of both protocols."""
+    observations = Observations()
+    observations.preinitialise({"rest": "rest", "grpc": "grpc"})
+    registry = CollectorRegistry()
+    gauges = Gauges(users=1, workers=0, cpu={"local": 0.5})
+    registry.register(ClientCollector(observations, lambda: gauges))
+    return generate_latest(registry).decode()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     disable_created_metrics()  # type: ignore[no-untyped-call]  # as wirelab.serving does
     a = parser("python -m wirelab_bench.perf.scrape", __doc__, "WIRELAB_SCRAPE", KNOBS).parse_args(
         argv
     )
+    pages: dict[str, str] = {}
     for protocol in EDGE_PROTOCOLS:
         registry = CollectorRegistry()
         metrics = ServerMetrics(protocol, registry, "async")
@@ -75,6 +106,18 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"{protocol:4} {samples} samples, {len(page):,} B: {fmt:11} "
                 f"{cost * 1000:.2f} ms of CPU per scrape, {cost * 100:.2f} % of a core at 1 s"
             )
+        pages[protocol] = page.decode()
+    pages["locust"] = _locust_page()
+    reads = max(1, a.scrapes // 10)
+    for name, text in pages.items():
+        samples = sum(1 for line in text.splitlines() if line and not line.startswith("#"))
+        ours = cpu_per_read(lambda t: parse(t, name), text, reads, a.rounds)  # noqa: B023
+        theirs = cpu_per_read(_library, text, reads, a.rounds)
+        print(
+            f"{name:6} page, {samples} samples: the runner's reader {ours * 1000:.1f} ms of CPU"
+            f" per read, prometheus_client's parser {theirs * 1000:.1f} ms"
+            f" ({theirs / ours:.1f}x)"
+        )
     return 0
 
 
