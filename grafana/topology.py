@@ -122,12 +122,14 @@ def _replica_share(protocol: str) -> Json:
     return timeseries(
         f"Per-replica share of {protocol}-b",
         f"Share of {protocol}-b's orders each replica (instance, one per address compose's DNS "
-        "gives) served, stacked to 1, 30 s. Even thirds when calls are spread; one replica at 1 "
-        "when a client pins them (gRPC's pick_first over one HTTP/2 connection).",
+        "gives) served, 30 s; with PROFILES=node also each replica's share of "
+        f"{protocol}-node-b's (the Node.js cluster behind lb-node). Even thirds when calls are "
+        "spread; one replica at 1 when a client pins them (gRPC's pick_first over one HTTP/2 "
+        "connection).",
         [Q("protocol_service_instance:wirelab_server_requests:share_rate30s"
-           f'{{protocol="{protocol}", service="{protocol}-b"}}', "{{instance}}")],
+           f'{{protocol="{protocol}", service=~"{protocol}-b|{protocol}-node-b"}}',
+           "{{service}} {{instance}}")],
         "percentunit",
-        stack=True,
         w=12,
     )  # fmt: skip
 

@@ -120,16 +120,14 @@ def parse_scenario(data: dict[str, Any], path: Path, networks: Collection[str] =
 
 # The AMQP arm runs in this topology only (topologies/order-chain.yaml, profile amqp).
 AMQP_TOPOLOGY = "order-chain"
-# The topologies whose file wires the Node.js services too (rest-node-b, rest-node-product, ...).
-NODE_TOPOLOGIES = (ONE_HOP, "a-to-b", "order-chain")
 
 
 def check_routes(scenario: Scenario) -> None:
     """Refuse a scenario with cells the lab cannot run as labelled. The AMQP arm exists in the
     order chain only, and Toxiproxy carries no route to it (its cells would run direct while
-    their rows named a network profile); the Node.js services run in the one-hop lab, a-to-b
-    and the order chain (the topologies with Node.js wiring), without the AMQP arm (Toxiproxy
-    fronts them as it fronts the Python ones). A hop_network needs hops: a topology."""
+    their rows named a network profile); the Node.js services run in every topology (each
+    file wires them too, with PROFILES=node), without the AMQP arm (Toxiproxy fronts them as it
+    fronts the Python ones). A hop_network needs hops: a topology."""
     for g in scenario.groups:
         if g.hop_network and scenario.topology == ONE_HOP:
             raise ScenarioError(
@@ -210,11 +208,6 @@ def _group(m: dict[str, Any], at: str, networks: Collection[str]) -> Group:
 
 def _check_node(scenario: Scenario, g: Group) -> None:
     where = f"{scenario.path}: group {g.name}: runtime node"
-    if scenario.topology not in NODE_TOPOLOGIES:
-        raise ScenarioError(
-            f"{where} runs in topologies {', '.join(NODE_TOPOLOGIES)} only"
-            f" ({scenario.topology} here)"
-        )
     if "amqp" in g.protocols:
         raise ScenarioError(f"{where} has no AMQP arm (protocols rest and grpc)")
 

@@ -89,8 +89,8 @@ def test_a_run_over_both_runtimes_measures_each_on_its_own_services(
     [
         ('runtimes = ["deno"]\n', "unknown runtimes value 'deno'"),
         (
-            'runtimes = ["node"]\ntopology = "cluster"\n',
-            "runtime node runs in topologies one-hop, a-to-b, order-chain only",
+            'runtimes = ["node"]\ntopology = "order-chain"\nprotocols = ["grpc", "amqp"]\n',
+            "runtime node has no AMQP arm",
         ),
     ],
 )
@@ -101,6 +101,20 @@ def test_node_cells_are_refused_where_the_lab_cannot_run_them(
     path.write_text(f'kinds = ["unary"]\nloads = [{{users = 1}}]\n{text}')
     with pytest.raises(ScenarioError, match=message):
         load_scenario(path)
+
+
+@pytest.mark.parametrize("topology", ["one-hop", "a-to-b", "cluster", "order-chain"])
+def test_node_cells_run_in_every_topology(tmp_path: Path, topology: str) -> None:
+    """Each topology file wires the Node.js services too (PROFILES=node)."""
+    path = tmp_path / "s.toml"
+    path.write_text(
+        f'topology = "{topology}"\nruntimes = ["python", "node"]\nkinds = ["unary"]\n'
+        "loads = [{users = 1}]\n"
+    )
+    cells = load_scenario(path).cells()
+    assert {(c.runtime, c.protocol) for c in cells} == {
+        (r, p) for r in ("python", "node") for p in ("rest", "grpc")
+    }
 
 
 def test_runtimes_interleave_and_alternate_by_repetition(tmp_path: Path) -> None:

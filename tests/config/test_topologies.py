@@ -1,6 +1,8 @@
 """The cluster topology without a Docker engine: compose.yaml + topologies/cluster.yaml as compose
 resolves them (replicas behind `lb`, nothing new published, the edges pointed at lb, lb started
-after every replica is healthy) and topologies/nginx.conf as the stand-in's nginx reads it."""
+after every replica is healthy; with the node profile the same in Node.js behind `lb-node`) and
+topologies/nginx.conf with each balancer's upstreams (topologies/lb/) as the stand-in's nginx
+reads them."""
 
 from __future__ import annotations
 
@@ -20,6 +22,13 @@ from tests.config.queries import REPO
 CLUSTER = REPO / "topologies" / "cluster.yaml"
 NGINX_CONF = REPO / "topologies" / "nginx.conf"
 REPLICAS = ("rest-b", "grpc-b")
+NODE_REPLICAS = ("rest-node-b", "grpc-node-b")
+# Each balancer: its upstreams file, the replica services behind it, the edges that call it.
+BALANCERS = {
+    "lb": ("python.conf", REPLICAS, ("rest", "grpc")),
+    "lb-node": ("node.conf", NODE_REPLICAS, ("rest-node", "grpc-node")),
+}
+_INCLUDE = re.compile(r"^\s*include\s+/etc/nginx/upstreams\.conf;", re.MULTILINE)
 HEALTHY = {"condition": "service_healthy", "required": True}
 _UPSTREAM_SERVER = re.compile(r"^\s*server\s+([\w.-]+):(\d+)\s*;", re.MULTILINE)
 _LISTEN = re.compile(r"^\s*listen\s+(\d+)\b", re.MULTILINE)
@@ -44,6 +53,22 @@ def resolved(*files: str, **env: str) -> dict[str, Any]:
 def cluster() -> dict[str, Any]:
     services: dict[str, Any] = resolved("compose.yaml", "topologies/cluster.yaml")["services"]
     return services
+
+
+@pytest.fixture(scope="module")
+def node_cluster() -> dict[str, Any]:
+    """The cluster with PROFILES=node: both runtimes' edges, balancers and replicas."""
+    files = ("compose.yaml", "topologies/cluster.yaml")
+    services: dict[str, Any] = resolved(*files, COMPOSE_PROFILES="node")["services"]
+    return services
+
+
+def nginx_text(balancer: str) -> str:
+    """nginx.conf as ``balancer``'s nginx reads it: its upstreams file in place of the include."""
+    upstreams = (REPO / "topologies" / "lb" / BALANCERS[balancer][0]).read_text()
+    text, included = _INCLUDE.subn(lambda _: upstreams, NGINX_CONF.read_text())
+    assert included == 1
+    return text
 
 
 def _seconds(value: str) -> float:
@@ -128,24 +153,60 @@ def test_lb_runs_the_pinned_nginx_or_the_stand_in_with_the_config_read_only(
     )["services"]["lb"]
     assert stand_in["image"] == "wirelab/nginx:bookworm"
     mounts = [(v["source"], v["target"], v.get("read_only")) for v in cluster["lb"]["volumes"]]
-    assert mounts == [(str(NGINX_CONF), "/etc/nginx/nginx.conf", True)]
+    assert mounts == [
+        (str(NGINX_CONF), "/etc/nginx/nginx.conf", True),
+        (str(REPO / "topologies" / "lb" / "python.conf"), "/etc/nginx/upstreams.conf", True),
+    ]
 
 
-def test_nginx_sends_to_the_replicas_on_the_ports_the_edges_call(
-    cluster: dict[str, Any],
+def test_lb_node_is_lb_with_the_node_replicas_as_upstreams(node_cluster: dict[str, Any]) -> None:
+    lb, lb_node = node_cluster["lb"], node_cluster["lb-node"]
+    for same in ("image", "healthcheck", "restart"):
+        assert lb_node[same] == lb[same], same
+    assert lb_node["profiles"] == ["node"]
+    mounts = [(v["source"], v["target"]) for v in lb_node["volumes"]]
+    assert mounts == [
+        (str(NGINX_CONF), "/etc/nginx/nginx.conf"),
+        (str(REPO / "topologies" / "lb" / "node.conf"), "/etc/nginx/upstreams.conf"),
+    ]
+    assert lb_node["depends_on"] == dict.fromkeys(NODE_REPLICAS, HEALTHY)
+    for edge in ("rest-node", "grpc-node"):
+        assert node_cluster[edge]["depends_on"] == {"lb-node": HEALTHY}, edge
+        assert node_cluster[edge]["environment"]["WIRELAB_LOCAL_WORK"] == "off"
+    for replica, python in zip(NODE_REPLICAS, REPLICAS, strict=True):
+        assert node_cluster[replica]["deploy"]["replicas"] == 3
+        assert node_cluster[replica]["mem_limit"] == node_cluster[python]["mem_limit"]
+        assert not node_cluster[replica].get("ports")
+        budget = node_cluster[python]["environment"]["WIRELAB_PAYLOAD_BUDGET_BYTES"]
+        assert node_cluster[replica]["environment"]["WIRELAB_PAYLOAD_BUDGET_BYTES"] == budget
+        assert node_cluster[replica]["image"] == node_cluster[replica.replace("-b", "")]["image"]
+
+
+def test_the_node_cluster_publishes_nothing_the_node_lab_does_not(
+    node_cluster: dict[str, Any],
 ) -> None:
-    """The upstreams are the replica services on their container ports; lb listens where the
-    edges' downstream URLs and its own healthcheck point."""
-    text = NGINX_CONF.read_text()
+    lab = resolved("compose.yaml", COMPOSE_PROFILES="node")["services"]
+    for name, service in node_cluster.items():
+        assert service.get("ports", []) == lab.get(name, {}).get("ports", []), name
+
+
+@pytest.mark.parametrize("balancer", sorted(BALANCERS))
+def test_nginx_sends_to_the_replicas_on_the_ports_the_edges_call(
+    node_cluster: dict[str, Any], balancer: str
+) -> None:
+    """The upstreams are the replica services on their container ports; each balancer listens
+    where its edges' downstream URLs and its own healthcheck point."""
+    text = nginx_text(balancer)
+    _, replicas, edges = BALANCERS[balancer]
     upstreams = {(host, int(port)) for host, port in _UPSTREAM_SERVER.findall(text)}
-    ports = {"rest-b": 8000, "grpc-b": 50051}  # the lab services' container ports
+    ports = dict(zip(replicas, (8000, 50051), strict=True))  # the services' container ports
     assert upstreams == set(ports.items())
-    assert all(host in cluster for host, _ in upstreams)
+    assert all(host in node_cluster for host, _ in upstreams)
     listens = {int(p) for p in _LISTEN.findall(text)}
-    for edge in ("rest", "grpc"):
-        url = urlsplit(cluster[edge]["environment"]["WIRELAB_DOWNSTREAM"])
-        assert url.hostname == "lb" and url.port in listens, (edge, url)
-    check = " ".join(cluster["lb"]["healthcheck"]["test"])
+    for edge in edges:
+        url = urlsplit(node_cluster[edge]["environment"]["WIRELAB_DOWNSTREAM"])
+        assert url.hostname == balancer and url.port in listens, (edge, url)
+    check = " ".join(node_cluster[balancer]["healthcheck"]["test"])
     health = re.search(r"/dev/tcp/127\.0\.0\.1/(\d+)", check)
     assert health and int(health.group(1)) in listens - {8000, 50051}, check
 
@@ -185,11 +246,14 @@ def nginx_test(nginx: Path, text: str, tmp_path: Path) -> subprocess.CompletedPr
     )
 
 
-def test_nginx_accepts_the_config_with_the_replicas_resolvable(nginx: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("balancer", sorted(BALANCERS))
+def test_nginx_accepts_the_config_with_the_replicas_resolvable(
+    nginx: Path, tmp_path: Path, balancer: str
+) -> None:
     """nginx resolves upstream names while parsing, so outside compose's network the check runs on
-    a copy whose upstream servers are loopback addresses; all else is the file as mounted."""
+    a copy whose upstream servers are loopback addresses; all else is the files as mounted."""
     text, swapped = _UPSTREAM_SERVER.subn(
-        lambda m: m.group(0).replace(m.group(1), "127.0.0.1"), NGINX_CONF.read_text()
+        lambda m: m.group(0).replace(m.group(1), "127.0.0.1"), nginx_text(balancer)
     )
     assert swapped == 2
     done = nginx_test(nginx, text, tmp_path)
@@ -197,8 +261,12 @@ def test_nginx_accepts_the_config_with_the_replicas_resolvable(nginx: Path, tmp_
     assert "test is successful" in done.stderr
 
 
-def test_nginx_refuses_to_start_before_the_replicas_resolve(nginx: Path, tmp_path: Path) -> None:
-    """Why lb waits for healthy replicas: unresolvable, the names stop nginx at start."""
-    done = nginx_test(nginx, NGINX_CONF.read_text(), tmp_path)
+@pytest.mark.parametrize("balancer", sorted(BALANCERS))
+def test_nginx_refuses_to_start_before_the_replicas_resolve(
+    nginx: Path, tmp_path: Path, balancer: str
+) -> None:
+    """Why each balancer waits for healthy replicas: unresolvable, the names stop nginx at start."""
+    done = nginx_test(nginx, nginx_text(balancer), tmp_path)
     assert done.returncode == 1
-    assert 'host not found in upstream "rest-b:8000"' in done.stderr
+    first = BALANCERS[balancer][1][0]
+    assert f'host not found in upstream "{first}:8000"' in done.stderr

@@ -36,19 +36,34 @@ class Shape:
     hops: dict[str, tuple[tuple[str, str], ...]]
     extra: tuple[str, ...] = ()
     work_ms: int = 10
-    # The same for the Node.js edges (rest-node, grpc-node), booted with compose's node profile:
-    # in CI a-to-b's only, to keep the run short; WIRELAB_E2E_NODE_ORDER_CHAIN=1 adds the order
-    # chain's (the same mechanism, three hops each; about 50 s more).
+    # The same for the Node.js edges (rest-node, grpc-node), booted with compose's node profile
+    # where NODE_TOPOLOGIES names the topology.
     node_hops: dict[str, tuple[tuple[str, str], ...]] = field(default_factory=dict)
+    node_extra: tuple[str, ...] = ()
+
+
+# The topologies booted with their Node.js wiring too: in CI a-to-b's only, to keep the run
+# short; WIRELAB_E2E_NODE_TOPOLOGIES="a-to-b cluster order-chain" adds the others' (the same
+# mechanism: the order chain's three hops each took about 50 s more, the cluster's balancer and
+# six replicas about 40 s).
+NODE_TOPOLOGIES = set(
+    os.environ.get("WIRELAB_E2E_NODE_TOPOLOGIES", "a-to-b").replace(",", " ").split()
+)
+
+
+def _node(
+    topology: str, hops: dict[str, tuple[tuple[str, str], ...]]
+) -> dict[str, tuple[tuple[str, str], ...]]:
+    return hops if topology in NODE_TOPOLOGIES else {}
 
 
 SHAPES = {
     "a-to-b": Shape(
         {"rest": (("rest-b", "rest-b"),), "grpc": (("grpc-b", "grpc-b"),)},
-        node_hops={
-            "rest": (("rest-node-b", "rest-node-b"),),
-            "grpc": (("grpc-node-b", "grpc-node-b"),),
-        },
+        node_hops=_node(
+            "a-to-b",
+            {"rest": (("rest-node-b", "rest-node-b"),), "grpc": (("grpc-node-b", "grpc-node-b"),)},
+        ),
     ),
     "order-chain": Shape(
         {
@@ -56,16 +71,25 @@ SHAPES = {
             for p in ("rest", "grpc")
         },
         work_ms=5,
-        node_hops={
-            p: tuple(
-                (f"{p}-node-{s}", f"{p}-node-{s}") for s in ("product", "customer", "shipping")
-            )
-            for p in ("rest", "grpc")
-        }
-        if os.environ.get("WIRELAB_E2E_NODE_ORDER_CHAIN") == "1"
-        else {},
+        node_hops=_node(
+            "order-chain",
+            {
+                p: tuple(
+                    (f"{p}-node-{s}", f"{p}-node-{s}") for s in ("product", "customer", "shipping")
+                )
+                for p in ("rest", "grpc")
+            },
+        ),
     ),
-    "cluster": Shape({"rest": (("lb", "rest-b"),), "grpc": (("lb", "grpc-b"),)}, extra=("lb",)),
+    "cluster": Shape(
+        {"rest": (("lb", "rest-b"),), "grpc": (("lb", "grpc-b"),)},
+        extra=("lb",),
+        node_hops=_node(
+            "cluster",
+            {"rest": (("lb-node", "rest-node-b"),), "grpc": (("lb-node", "grpc-node-b"),)},
+        ),
+        node_extra=("lb-node",),
+    ),
 }
 ORDERS = 60  # per protocol and topology: a few seconds of load, bounded by count
 CALL_TIMEOUT = 10.0
@@ -118,7 +142,7 @@ def topology(
     node_hops = {service for pairs in shape.node_hops.values() for _, service in pairs}
     if node_hops:
         lab.env["COMPOSE_PROFILES"] = "node"
-        lab.services += ["rest-node", "grpc-node", *sorted(node_hops)]
+        lab.services += ["rest-node", "grpc-node", *sorted(node_hops), *shape.node_extra]
     with booted(lab):
         grpc_address = lab.compose("port", "grpc", "50051", timeout=30).stdout.strip()
         running = Running(
@@ -290,10 +314,12 @@ def _per_replica(prometheus: Prometheus, service: str) -> dict[str, float]:
 
 @CLUSTER_ONLY
 def test_the_load_balancer_spreads_orders_over_every_replica(topology: Running) -> None:
-    for protocol in ("rest", "grpc"):
-        sent = send_orders(topology, protocol, ORDERS)
-        assert sent[OK[protocol]] == ORDERS, (protocol, sent)
-        service = f"{protocol}-b"
+    """lb over the Python replicas, and lb-node over the Node.js ones where they are booted."""
+    runtimes = ["python", "node"] if topology.shape.node_hops else ["python"]
+    for runtime, protocol in ((r, p) for r in runtimes for p in ("rest", "grpc")):
+        sent = send_orders(topology, protocol, ORDERS, runtime)
+        assert sent[OK[protocol]] == ORDERS, (runtime, protocol, sent)
+        service = f"{protocol}-b" if runtime == "python" else f"{protocol}-node-b"
 
         def three(s: str = service) -> dict[str, float] | None:
             found = _per_replica(topology.prometheus, s)
