@@ -133,9 +133,14 @@ def measure(
         peaks.add(client1)
     finally:
         proc.stop()
-    ratio = (cpu1 - cpu0) / (t1 - t0)
-    window = Window(cell, t0, t1 - t0, peaks=peaks.values, generator_cpu_ratio=ratio)
-    window.runner_cpu_ratio = (own1 - own0) / (t1 - t0)
+    window = Window(
+        cell,
+        t0,
+        t1 - t0,
+        peaks=peaks.values,
+        generator_cpu_ratio=(cpu1 - cpu0) / (t1 - t0),
+        runner_cpu_ratio=(own1 - own0) / (t1 - t0),
+    )
     if server0 is not None and server1 is not None:
         window.server, window.sources["server"] = delta(server0, server1), "scrape"
     elif server_url:
