@@ -49,7 +49,8 @@ offline-images:
 	offline/build-images
 
 .PHONY: tools
-# The benchmarks' load tools (ghz, vegeta, k6) from the Go module proxy, pinned (offline/go-tools).
+# The benchmarks' load tools (ghz, vegeta) from the Go module proxy, pinned, and the lab's own
+# precise generator, wirelab-loadgen, built from loadgen/ (offline/go-tools).
 tools:
 	offline/go-tools
 
