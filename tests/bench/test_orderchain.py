@@ -1,5 +1,5 @@
-"""The order-chain benchmark's parts (wirelab_bench.perf.orderchain): k6's closed-loop figures,
-the arms' rotation, CPU per order above idle from cAdvisor's stamped samples."""
+"""The order-chain benchmark's parts (wirelab_bench.perf.orderchain): the generator's closed-loop
+figures, the arms' rotation, CPU per order above idle from cAdvisor's stamped samples."""
 
 from __future__ import annotations
 
@@ -9,36 +9,31 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from wirelab.hops.confirm import confirmation
-from wirelab_bench.k6run import SCRIPT, ClosedRun, closed_figures
+from wirelab_bench.loadgen import ClosedRun, closed_figures
 from wirelab_bench.perf import confirmations, orderchain
 from wirelab_bench.perf.orderchain import Cpu, CpuSample, per_order, rotation, services
 from wirelab_bench.scrape import parse
 
 
-def summary(count: int, fails: int, late: int | None) -> dict[str, Any]:
-    metrics: dict[str, Any] = {
-        "grpc_req_duration": {"avg": 450, "med": 420, "p(95)": 610, "p(99)": 880, "count": count},
-        "checks": {"passes": count - fails, "fails": fails, "value": 1},
+def summary(answered: int, failed: int, late: int) -> dict[str, Any]:
+    """The parts of wirelab-loadgen's summary JSON that a closed run's figures read (10 s)."""
+    return {
+        "mode": "closed",
+        "seconds": 10.0,
+        "answered": answered,
+        "failed": failed,
+        "late": late,
+        "latency_ms": {"mean": 450, "p50": 420, "p95": 610, "p99": 880, "max": 1200},
     }
-    if late is not None:
-        metrics["orders_late"] = {"count": late, "rate": late / 10}
-    return {"metrics": metrics}
 
 
 def test_confirmed_orders_are_those_answered_in_time_without_error() -> None:
-    run = closed_figures(summary(1000, fails=20, late=30), "grpc", 100, 10)
+    run = closed_figures(summary(1000, failed=20, late=30), 100)
     assert run == ClosedRun(100, 100.0, 95.0, 420, 610, 880, failed=50, late=30)
-    on_time = closed_figures(summary(1000, fails=0, late=None), "grpc", 10, 10)
+    on_time = closed_figures(summary(1000, failed=0, late=0), 10)
     assert (on_time.confirmed_per_s, on_time.failed, on_time.late) == (100.0, 0, 0)
-    with pytest.raises(KeyError):  # REST runs are read from http_req_duration
-        closed_figures(summary(10, 0, None), "rest", 1, 10)
-
-
-def test_the_script_runs_a_closed_loop_and_counts_late_answers() -> None:
-    text = SCRIPT.read_text()
-    assert '__ENV.WIRELAB_EXECUTOR === "constant-vus"' in text
-    assert '{ executor: "constant-vus", vus, duration }' in text
-    assert 'new Counter("orders_late")' in text and "failOverMs" in text
+    with pytest.raises(KeyError):  # always written: a missing count is not read as none
+        closed_figures({k: v for k, v in summary(10, 0, 0).items() if k != "late"}, 1)
 
 
 def test_each_arm_leads_one_load_in_three() -> None:

@@ -1,4 +1,4 @@
-"""Benchmark: k6's and Locust's medians for small calls vs ghz (gRPC) and wrk (REST) at one load."""
+"""Benchmark: wirelab-loadgen's and Locust's small-call medians vs ghz and wrk at one load."""
 
 from __future__ import annotations
 
@@ -21,8 +21,8 @@ from wirelab_locust.content import order
 
 from wirelab_bench.benchknobs import parser
 from wirelab_bench.histo import buckets, quantile
-from wirelab_bench.k6run import run_k6
 from wirelab_bench.knobs import REPO
+from wirelab_bench.loadgen import BINARY, run_open
 from wirelab_bench.perf.locust_overhead import (
     LAB_LOCUSTFILE,
     Lab,
@@ -49,7 +49,7 @@ KNOBS: tuple[tuple[str, type, Any, str], ...] = (
         str(Path.home() / "go" / "bin" / "ghz"),
         "ghz binary (go install ...ghz@v0.120.0)",
     ),
-    ("k6", str, str(Path.home() / "go" / "bin" / "k6"), "k6 binary (make tools)"),
+    ("loadgen", str, str(BINARY), "wirelab-loadgen binary (make tools)"),
 )
 
 
@@ -97,13 +97,13 @@ def wrk(lab: Lab, rate: float, conns: int, seconds: int) -> Figures:
     return Figures("wrk", rps, median, mean)
 
 
-def k6(binary: str, protocol: str, lab: Lab, rate: float, conns: int, seconds: int) -> Figures:
-    """k6/order.js at a constant arrival rate (open loop) from ``conns`` VUs, one connection each;
-    median and mean from k6's own summary (microsecond resolution)."""
+def loadgen(binary: str, protocol: str, lab: Lab, rate: float, conns: int, seconds: int) -> Figures:
+    """wirelab-loadgen at a constant arrival rate (open loop) from ``conns`` workers; median and
+    mean from the generator's own summary."""
     target = lab.grpc if protocol == "grpc" else lab.rest
-    r = run_k6(binary, protocol, target, BODY, rate, conns, seconds, CLIENT_CPU)
+    r = run_open(binary, protocol, target, BODY, rate, conns, seconds, CLIENT_CPU)
     note = f"{r.dropped} calls not started on time, {r.failed} failed"
-    return Figures("k6", r.answered_per_s, r.median_ms, r.mean_ms, note)
+    return Figures("loadgen", r.answered_per_s, r.median_ms, r.mean_ms, note)
 
 
 def _duration_ms(match: re.Match[str] | None) -> float:
@@ -208,22 +208,22 @@ def _wait_stopped(url: str, timeout: float) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     prog = "python -m wirelab_bench.perf.crosscheck"
     args = parser(prog, __doc__, "WIRELAB_CROSSCHECK", KNOBS).parse_args(argv)
-    missing = [tool for tool in (args.ghz, args.k6, "wrk") if shutil.which(tool) is None]
+    missing = [tool for tool in (args.ghz, args.loadgen, "wrk") if shutil.which(tool) is None]
     if missing:
-        print(f"missing {missing}: make tools (ghz, k6); apt install wrk")
+        print(f"missing {missing}: make tools (ghz, wirelab-loadgen); apt install wrk")
         return 2
     exit_on_sigterm()
     rate, conns, seconds = args.rate, args.connections, args.seconds
     tools: dict[str, dict[str, Callable[[Lab], Figures]]] = {
         "grpc": {
             "ghz": lambda lab: ghz(args.ghz, lab, rate, conns, seconds),
-            "k6": lambda lab: k6(args.k6, "grpc", lab, rate, conns, seconds),
+            "loadgen": lambda lab: loadgen(args.loadgen, "grpc", lab, rate, conns, seconds),
             "locust": lambda lab: locust("grpc", lab, rate, conns, seconds),
             "bare": lambda lab: locust_bare("grpc", lab, rate, conns, seconds),
         },
         "rest": {
             "wrk": lambda lab: wrk(lab, rate, conns, seconds),
-            "k6": lambda lab: k6(args.k6, "rest", lab, rate, conns, seconds),
+            "loadgen": lambda lab: loadgen(args.loadgen, "rest", lab, rate, conns, seconds),
             "locust": lambda lab: locust("rest", lab, rate, conns, seconds),
             "bare": lambda lab: locust_bare("rest", lab, rate, conns, seconds),
         },
@@ -239,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
                     f = pair[name](lab)
                     medians[name].append(f.median_ms)
                     print(
-                        f"{protocol:4} {f.tool:6} {f.rate:7.1f} calls/s"
+                        f"{protocol:4} {f.tool:7} {f.rate:7.1f} calls/s"
                         f"  median {f.median_ms:6.3f} ms  mean {f.mean_ms:6.3f} ms  {f.note}",
                         flush=True,
                     )
@@ -248,9 +248,9 @@ def main(argv: list[str] | None = None) -> int:
             for name in list(pair)[1:]:
                 ratios[protocol, name] = (reference, statistics.median(medians[name]) / base)
     for (protocol, name), (reference, ratio) in ratios.items():
-        goal = " (goal 0.85..1.15: the precise generator)" if name == "k6" else ""
+        goal = " (goal 0.85..1.15: the precise generator)" if name == "loadgen" else ""
         print(f"{protocol:4} {name}/{reference} median ratio {ratio:.3f}{goal}")
-    precise = [r for (_, name), (_, r) in ratios.items() if name == "k6"]
+    precise = [r for (_, name), (_, r) in ratios.items() if name == "loadgen"]
     return 0 if all(0.85 <= r <= 1.15 for r in precise) else 1
 
 

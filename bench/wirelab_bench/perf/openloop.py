@@ -1,13 +1,13 @@
 """Benchmark: open-loop latency against offered rate per protocol, up to saturation (the knee).
 
-k6's constant-arrival-rate executor (k6/order.js) offers the small order call at each rate of
-the sweep, whether or not the service keeps up: a closed loop would slow down with the server
-and hide its queue. Arrivals are evenly spaced, or a Poisson process (``--arrivals poisson``,
-approximated on a grid of ``--ticks-per-call`` ticks per call: wirelab_bench.k6run.ticks_for);
-``--arrivals constant,poisson`` runs both at each rate, so the two compare within one run. Every
-protocol and arrival process at each rate in turn (the order alternating), on services pinned
-to one core and k6 to the other; prints a row per run and each series' knee, the highest rate
-still served on time, and writes the rows as CSV.
+wirelab-loadgen in open mode (wirelab_bench.loadgen) offers the small order call at each rate
+of the sweep on a fixed schedule, whether or not the service keeps up: a closed loop would slow
+down with the server and hide its queue. Arrivals are evenly spaced, or a Poisson process
+(``--arrivals poisson``: exponential gaps, seeded); ``--arrivals constant,poisson`` runs both at
+each rate, so the two compare within one run. Every protocol and arrival process at each rate in
+turn (the order alternating), on services pinned to one core and the generator to the other;
+prints a row per run and each series' knee, the highest rate still served on time, and writes
+the rows as CSV.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from wirelab_bench.benchknobs import parser
-from wirelab_bench.k6run import ARRIVALS, K6Run, run_k6
+from wirelab_bench.loadgen import ARRIVALS, BINARY, OpenRun, run_open
 from wirelab_bench.perf import write_rows
 from wirelab_bench.perf.crosscheck import BODY
 from wirelab_bench.perf.locust_overhead import exit_on_sigterm, services
@@ -29,23 +29,16 @@ from wirelab_bench.perf.svcprocs import CLIENT_CPU
 COLORS = {"rest": "tab:blue", "grpc": "tab:orange"}
 KNOBS = (
     ("rates", str, "250,500,1000,1500,2000,3000", "offered calls/s, comma separated, ascending"),
-    ("vus", int, 64, "k6 VUs (connections) available per run: the bound on calls in flight"),
+    ("vus", int, 64, "wirelab-loadgen workers per run: the bound on calls in flight"),
     ("arrivals", str, "constant", "arrival processes, comma separated: constant, poisson"),
-    (
-        "ticks-per-call",
-        int,
-        8,
-        "poisson: k6 ticks per call, each sending it with probability "
-        "1/this (the finer, the closer to Poisson, the more k6 CPU)",
-    ),
     ("seconds", int, 10, "seconds per run"),
-    ("k6", str, str(Path.home() / "go" / "bin" / "k6"), "k6 binary (make tools)"),
+    ("loadgen", str, str(BINARY), "wirelab-loadgen binary (make tools)"),
     ("csv", str, "openloop.csv", "where the rows go"),
     ("plot", str, "openloop.png", "the latency-against-throughput plot (needs matplotlib)"),
 )
 
 
-def knee(runs: Sequence[K6Run]) -> K6Run | None:
+def knee(runs: Sequence[OpenRun]) -> OpenRun | None:
     """The highest offered rate served on time before the first that was not (runs ascending)."""
     last = None
     for run in runs:
@@ -55,7 +48,7 @@ def knee(runs: Sequence[K6Run]) -> K6Run | None:
     return last
 
 
-def plot(runs: dict[tuple[str, str], list[K6Run]], path: Path) -> None:
+def plot(runs: dict[tuple[str, str], list[OpenRun]], path: Path) -> None:
     """p50 and p99 against the rate answered, per protocol and arrival process: the curve bends
     up at the knee."""
     import matplotlib
@@ -89,31 +82,32 @@ def main(argv: list[str] | None = None) -> int:
     if rates != sorted(rates) or not rates or rates[0] <= 0:
         args.error(f"--rates must be positive and ascending, got {ns.rates!r}")
     processes = [a for a in ns.arrivals.split(",") if a]
-    if not processes or set(processes) - set(ARRIVALS) or ns.ticks_per_call < 2:
-        args.error(f"--arrivals from {', '.join(ARRIVALS)}; --ticks-per-call at least 2")
-    if shutil.which(ns.k6) is None:
-        print(f"no k6 at {ns.k6}: make tools")
+    if not processes or set(processes) - set(ARRIVALS):
+        args.error(f"--arrivals from {', '.join(ARRIVALS)}, got {ns.arrivals!r}")
+    if shutil.which(ns.loadgen) is None:
+        print(f"no wirelab-loadgen at {ns.loadgen}: make tools")
         return 2
     exit_on_sigterm()
-    runs: dict[tuple[str, str], list[K6Run]] = {
+    runs: dict[tuple[str, str], list[OpenRun]] = {
         (p, a): [] for p in ("rest", "grpc") for a in processes
     }
     rows = []
     print(f"{'protocol':8} {'arrivals':8} {'offered/s':>9} {'answered/s':>10} {'p50 ms':>8} "
-          f"{'p99 ms':>8} {'mean ms':>8} {'dropped':>7} {'failed':>6} {'k6 CPU':>6}")  # fmt: skip
+          f"{'p99 ms':>8} {'mean ms':>8} {'dropped':>7} {'failed':>6}"
+          f" {'loadgen CPU':>11}")  # fmt: skip
     with services() as lab:
         for i, rate in enumerate(rates):
             order = list(runs) if i % 2 == 0 else list(reversed(runs))
             for protocol, arrivals in order:
                 target = lab.grpc if protocol == "grpc" else lab.rest
-                r = run_k6(ns.k6, protocol, target, BODY, rate, ns.vus, ns.seconds, CLIENT_CPU,
-                           arrivals, ns.ticks_per_call)  # fmt: skip
+                r = run_open(ns.loadgen, protocol, target, BODY, rate, ns.vus, ns.seconds,
+                             CLIENT_CPU, arrivals)  # fmt: skip
                 runs[(protocol, arrivals)].append(r)
                 rows.append({"protocol": protocol, "arrivals": arrivals, **asdict(r)})
                 print(
                     f"{protocol:8} {arrivals:8} {r.offered_per_s:9.0f} {r.answered_per_s:10.1f}"
                     f" {r.median_ms:8.3f} {r.p99_ms:8.3f} {r.mean_ms:8.3f} {r.dropped:7d}"
-                    f" {r.failed:6d} {r.client_cpu:6.2f}",
+                    f" {r.failed:6d} {r.client_cpu:11.2f}",
                     flush=True,
                 )
     write_rows(Path(ns.csv), rows)

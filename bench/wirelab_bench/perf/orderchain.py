@@ -2,17 +2,19 @@
 
 Against a running lab with the three arms (`make lab TOPOLOGY=order-chain PROFILES=amqp`):
 at each load (10 / 100 / 300 concurrent orders: a closed loop, as the study ran it), each arm in
-turn, the arms' order rotating from one load to the next, k6 (k6/order.js) sends orders with
-100 ms of work per service, a 400 ms floor, for --seconds. An order answered with an error or
-later than 900 ms is failed. Per run it prints confirmed orders/s, p50/p95/p99, failed orders,
-the CPU of the arm's four services per confirmed order and, for the AMQP arm, the broker's, each
-from cAdvisor above the idle rate measured first; then writes the rows as CSV.
+turn, the arms' order rotating from one load to the next, wirelab-loadgen in closed mode
+(wirelab_bench.loadgen) sends orders with 100 ms of work per service, a 400 ms floor, for
+--seconds. An order answered with an error or later than 900 ms is failed. Per run it prints
+confirmed orders/s, p50/p95/p99, failed orders, the CPU of the arm's four services per confirmed
+order and, for the AMQP arm, the broker's, each from cAdvisor above the idle rate measured first;
+then writes the rows as CSV.
 
 The fire-and-forget shape (start the lab with WIRELAB_AMQP_SHAPE=fire-and-forget): the AMQP
-arm's edge then answers once every queue has the order, so k6's figures are acceptances; the
-confirmations (all three replies in) are read from the edge's /metrics after each run, once they
-stand still, and printed beside them: confirmed orders/s, confirmation p50/p95/p99 from the
-order's arrival, and how many were slower than the threshold (at the histogram's next bound).
+arm's edge then answers once every queue has the order, so the generator's figures are
+acceptances; the confirmations (all three replies in) are read from the edge's /metrics after
+each run, once they stand still, and printed beside them: confirmed orders/s, confirmation
+p50/p95/p99 from the order's arrival, and how many were slower than the threshold (at the
+histogram's next bound).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from pathlib import Path
 from wirelab_locust.content import order
 
 from wirelab_bench.benchknobs import parser
-from wirelab_bench.k6run import ClosedRun, run_k6_closed
+from wirelab_bench.loadgen import BINARY, ClosedRun, run_closed
 from wirelab_bench.perf import write_rows
 from wirelab_bench.perf.confirmations import NONE, Confirmations, between, read, settled
 from wirelab_bench.perf.locust_overhead import exit_on_sigterm
@@ -53,7 +55,7 @@ KNOBS = (
     ("arms", str, "rest,grpc,amqp", "the arms to measure, comma separated"),
     ("prometheus", str, "http://127.0.0.1:9090", "the lab's Prometheus, for cAdvisor's CPU"),
     ("idle-seconds", int, 20, "idle seconds measured first: the CPU subtracted from each run"),
-    ("k6", str, str(Path.home() / "go" / "bin" / "k6"), "k6 binary (make tools)"),
+    ("loadgen", str, str(BINARY), "wirelab-loadgen binary (make tools)"),
     ("csv", str, "orderchain.csv", "where the rows go"),
 )
 ARMS = ("rest", "grpc", "amqp")
@@ -159,14 +161,14 @@ def main(argv: list[str] | None = None) -> int:
     arms = [a for a in ns.arms.split(",") if a]
     if not arms or set(arms) - set(ARMS):
         args.error(f"--arms must be some of {', '.join(ARMS)}, got {ns.arms!r}")
-    if shutil.which(ns.k6) is None:
-        print(f"no k6 at {ns.k6}: make tools")
+    if shutil.which(ns.loadgen) is None:
+        print(f"no wirelab-loadgen at {ns.loadgen}: make tools")
         return 2
     exit_on_sigterm()
     body = {"order": order(0, 16), "work_ms": ns.work_ms, "count_words": False}
     targets = {"rest": ns.rest, "grpc": ns.grpc, "amqp": ns.amqp}
-    # k6 speaks HTTP to the REST edge and gRPC to the other two.
-    k6_protocol = {"rest": "rest", "grpc": "grpc", "amqp": "grpc"}
+    # The generator speaks HTTP to the REST edge and gRPC to the other two.
+    protocol_of = {"rest": "rest", "grpc": "grpc", "amqp": "grpc"}
     cpu = Cpu(ns.prometheus, [s for arm in arms for s in services(arm)] + [BROKER])
     print(f"idle CPU over {ns.idle_seconds} s ...", flush=True)
     cpu.measure_idle(ns.idle_seconds)
@@ -177,8 +179,8 @@ def main(argv: list[str] | None = None) -> int:
         for arm in rotation(arms, i):
             first = cpu.sample()
             before = read(ns.amqp_metrics) if arm == "amqp" else []
-            run = run_k6_closed(
-                ns.k6, k6_protocol[arm], targets[arm], body, users, ns.seconds, ns.fail_over_ms
+            run = run_closed(
+                ns.loadgen, protocol_of[arm], targets[arm], body, users, ns.seconds, ns.fail_over_ms
             )
             confirmed = NONE
             if before and read(ns.amqp_metrics) != before:  # fire-and-forget: they moved
