@@ -28,6 +28,9 @@ SERVER_LATENCY = (
 CLIENT_LATENCY = (
     "protocol_kind_quantile:wirelab_client_request_duration_seconds:histogram_quantile_rate30s"
 )
+GENERATOR_LATENCY = (
+    "generator_protocol_quantile:wirelab_client_request_duration_seconds:histogram_quantile_rate30s"
+)
 SERVER_TTFM = (
     "runtime_protocol_kind_quantile:wirelab_server_time_to_first_message_seconds"
     ":histogram_quantile_rate30s"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from grafana.board import (
     CLIENT_LATENCY,
+    GENERATOR_LATENCY,
     INTERVALS,
     KIND,
     KINDS,
@@ -12,7 +13,7 @@ from grafana.board import (
     custom_variable,
     interval_variable,
 )
-from grafana.panels import Q, stat, table, text, timeseries
+from grafana.panels import Q, row, stat, table, text, timeseries
 
 # The containers that can set a run's pace: the edges of either runtime, the AMQP arm's, Locust's.
 BUSY = '"(rest|grpc)(-node)?|amqp|locust.*"'
@@ -170,6 +171,32 @@ def load_generator() -> Dashboard:
                 )
             ],
             {"failed calls": "none"},
+        ),
+        row("Generators side by side: small calls (unary)"),
+        text(
+            "Which generator timed it",
+            "Locust's small calls beside those of **wirelab-loadgen**, the lab's precise "
+            "generator (`make tools`; docs/bench.md), which writes its series into this "
+            "Prometheus while it runs. Both time the same call with the same buckets: where "
+            "their medians differ, the difference is Locust's own cost, not the protocol's.",
+            h=3,
+        ),
+        timeseries(
+            "By generator: unary calls/s",
+            "Small calls per second as each generator counted them "
+            "(generator_protocol:wirelab_client_requests:rate30s).",
+            [Q("generator_protocol:wirelab_client_requests:rate30s", "{{generator}} {{protocol}}")],
+            "reqps",
+        ),
+        timeseries(
+            "By generator: unary p50 and p99",
+            "Median and 99th percentile of the small call, per generator and protocol "
+            "(30 s recording rule over the contract's buckets).",
+            [
+                Q(f'{GENERATOR_LATENCY}{{quantile="{q}"}}', "{{generator}} {{protocol}} " + p)
+                for q, p in (("0.5", "p50"), ("0.99", "p99"))
+            ],
+            "s",
         ),
     )
     return d

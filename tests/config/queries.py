@@ -50,6 +50,8 @@ TOPOLOGY_PANELS = {
     "AMQP arm": "amqp",
     # The Node.js services only (profile node): tests/e2e/test_node_profile.py runs these.
     "Event-loop lag (Node.js)": "node",
+    # wirelab-loadgen's series: tests/e2e/test_loadgen_e2e.py runs it, then these.
+    "By generator:": "loadgen",
 }
 
 

@@ -61,11 +61,13 @@ def _named_by_dns(runtime: str) -> list[dict[str, Any]]:
 
 
 def test_edges_and_locust_carry_their_service_label_and_the_edges_their_runtime() -> None:
+    """Locust's also says it is the generator: wirelab-loadgen's series carry generator="loadgen"
+    (loadgen/main.go), and the generator_* rules compare the two."""
     jobs = _jobs()
     for job, labels in (
         ("rest", {"service": "rest", "runtime": "python"}),
         ("grpc", {"service": "grpc", "runtime": "python"}),
-        ("locust", {"service": "locust"}),
+        ("locust", {"service": "locust", "generator": "locust"}),
     ):
         (static,) = jobs[job]["static_configs"]
         assert static["labels"] == labels, job

@@ -1,0 +1,86 @@
+"""wirelab-loadgen against the booted lab: its calls answered, its series in the lab's Prometheus
+(remote write, generator="loadgen"), and the dashboards' generator panels showing them."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+from wirelab_bench.loadgen import BINARY, OpenRun, run_open
+from wirelab_bench.perf.crosscheck import BODY
+
+from tests.config.queries import all_queries
+from tests.e2e.engine import in_ci
+from tests.e2e.lab import Lab, wait_for
+from tests.e2e.prom import Prometheus
+
+pytestmark = pytest.mark.e2e
+
+RATE, SECONDS = 100, 5
+
+
+@pytest.fixture(scope="module")
+def runs(lab: Lab, prometheus: Prometheus) -> dict[str, OpenRun]:
+    """One short open-loop run per edge protocol, from the host through the published ports."""
+    if shutil.which(str(BINARY)) is None:
+        why = f"no {BINARY}: offline/go-tools loadgen"
+        if in_ci():
+            pytest.fail(why)
+        pytest.skip(why)
+    targets = {
+        "rest": lab.url("rest", 8000),
+        "grpc": lab.url("grpc", 50051).removeprefix("http://"),
+    }
+    write = f"{prometheus.base_url}/api/v1/write"
+    return {
+        protocol: run_open(
+            BINARY, protocol, target, BODY, RATE, 8, SECONDS, remote_write=write, peer=protocol
+        )
+        for protocol, target in targets.items()
+    }
+
+
+def test_every_scheduled_call_is_answered_on_time(runs: dict[str, OpenRun]) -> None:
+    for protocol, run in runs.items():
+        assert run.on_time and run.failed == 0, (protocol, run)
+        assert run.answered_per_s == pytest.approx(RATE, rel=0.05), (protocol, run)
+
+
+def test_prometheus_holds_every_call_the_generator_made(
+    runs: dict[str, OpenRun], prometheus: Prometheus
+) -> None:
+    """The last remote write carries the final counts: Prometheus has exactly the calls the
+    summary counts, under the contract's name, with the generator and peer labels."""
+    counted = prometheus.values(
+        'sum by (protocol) (wirelab_client_requests_total{generator="loadgen", outcome="ok",'
+        ' kind="unary", call="ProcessOrder", service="loadgen"})',
+        "protocol",
+    )
+    assert counted == {p: r.answered for p, r in runs.items()}
+    buckets = prometheus.query(
+        'wirelab_client_request_duration_seconds_bucket{generator="loadgen", le="+Inf"}'
+    )
+    assert {b["metric"]["peer"] for b in buckets} == {"rest", "grpc"}
+
+
+def test_the_generator_panels_and_rules_show_loadgen(
+    runs: dict[str, OpenRun], prometheus: Prometheus
+) -> None:
+    """The dashboards' generator queries return loadgen's series (recording rules need two
+    evaluations over the 30 s window after the run)."""
+    wanted = [q for q in all_queries() if q.expect_data and q.needs == "loadgen"]
+    assert wanted, "no dashboard query reads wirelab-loadgen's series"
+    missing: list[str] = []
+
+    def all_show_loadgen() -> bool:
+        missing[:] = [
+            f"{q.source}: {q.expr}"
+            for q in wanted
+            if not any(r["metric"].get("generator") == "loadgen" for r in prometheus.query(q.expr))
+        ]
+        return not missing
+
+    try:
+        wait_for("the generator panels to show loadgen", all_show_loadgen, timeout=40, every=5)
+    except AssertionError:
+        pytest.fail("queries without loadgen's series:\n" + "\n".join(missing))
