@@ -38,20 +38,26 @@ type Caller interface {
 	Close()
 }
 
-// restCaller posts the order's JSON body over HTTP/1.1 keep-alive connections: one per call in
-// flight, as many as the run has workers, so no call waits for another's connection.
+// restCaller posts the order's JSON body. Over HTTP/1.1 (the default) on keep-alive connections,
+// one per call in flight, as many as the run has workers, so no call waits for another's
+// connection; with h2c, over cleartext HTTP/2 with prior knowledge (the REST service's
+// WIRELAB_REST_HTTP=2, docs/http2.md), its calls multiplexed as streams on shared connections,
+// as gRPC's are.
 type restCaller struct {
 	client *http.Client
 	url    string
 	body   []byte
 }
 
-func newREST(target string, body []byte, workers int) *restCaller {
+func newREST(target string, body []byte, workers int, h2c bool) *restCaller {
 	transport := &http.Transport{
 		MaxIdleConns:        workers,
 		MaxIdleConnsPerHost: workers,
 		DisableCompression:  true,
-		ForceAttemptHTTP2:   false,
+	}
+	if h2c {
+		transport.Protocols = new(http.Protocols)
+		transport.Protocols.SetUnencryptedHTTP2(true)
 	}
 	return &restCaller{client: &http.Client{Transport: transport}, url: target + orderPath, body: body}
 }

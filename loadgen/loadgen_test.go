@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -159,6 +160,7 @@ func TestBadOptionsAreRefusedWithTheirReason(t *testing.T) {
 		"-arrivals=burst": "-arrivals",
 		"-body={":         "-body",
 		"-target=1.2.3.4": "-target",
+		"-http=3":         "-http",
 	} {
 		if _, err := parse(append(append([]string{}, base...), flag)); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: %v", flag, err)
@@ -198,7 +200,7 @@ func TestRESTCallerNamesEachAnswer(t *testing.T) {
 		w.WriteHeader(int(status.Load()))
 	}))
 	defer server.Close()
-	caller := newREST(server.URL, []byte(`{"a":1}`), 2)
+	caller := newREST(server.URL, []byte(`{"a":1}`), 2, false)
 	defer caller.Close()
 	for code, want := range map[int64]string{200: "ok", 400: "client_error", 500: "server_error"} {
 		status.Store(code)
@@ -209,6 +211,30 @@ func TestRESTCallerNamesEachAnswer(t *testing.T) {
 	server.Close()
 	if got := caller.Call(context.Background()); got != "connection_error" {
 		t.Errorf("a closed server: %s", got)
+	}
+}
+
+func TestH2CCallsArriveAsHTTP2WithPriorKnowledge(t *testing.T) {
+	var protos sync.Map
+	server := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		protos.Store(r.Proto, true)
+	}))
+	server.Config.Protocols = new(http.Protocols)
+	server.Config.Protocols.SetHTTP1(true)
+	server.Config.Protocols.SetUnencryptedHTTP2(true)
+	server.Start()
+	defer server.Close()
+	for _, h2c := range []bool{false, true} {
+		caller := newREST(server.URL, []byte(`{}`), 1, h2c)
+		if got := caller.Call(context.Background()); got != "ok" {
+			t.Fatalf("h2c %v: %s", h2c, got)
+		}
+		caller.Close()
+	}
+	_, h1 := protos.Load("HTTP/1.1")
+	_, h2 := protos.Load("HTTP/2.0")
+	if !h1 || !h2 {
+		t.Fatalf("HTTP/1.1 seen %v, HTTP/2.0 seen %v", h1, h2)
 	}
 }
 

@@ -27,7 +27,7 @@ type Options struct {
 	Workers, Connections                    int
 	Seconds, FailOverMs                     float64
 	Seed                                    int64
-	Summary, RemoteWrite, Peer              string
+	Summary, RemoteWrite, Peer, HTTP        string
 	Labels                                  labelFlags
 }
 
@@ -51,6 +51,7 @@ func parse(args []string) (*Options, error) {
 	fs.StringVar(&o.Target, "target", "", "http://host:port (rest) or host:port (grpc)")
 	fs.StringVar(&o.Body, "body", "", "the order request as JSON (the REST body; proto JSON names)")
 	fs.StringVar(&o.Proto, "proto", "", "grpc: the folder holding wirelab/v1/wirelab.proto")
+	fs.StringVar(&o.HTTP, "http", "1.1", "rest: 1.1, or h2c (cleartext HTTP/2, prior knowledge)")
 	fs.StringVar(&o.Contract, "contract", "", "the metric contract, services/wirelab/contract/metrics.json")
 	fs.StringVar(&o.Mode, "mode", "open", "open: calls start on a schedule; closed: -workers users each wait for their answer")
 	fs.StringVar(&o.Arrivals, "arrivals", "constant", "open mode: constant (evenly spaced) or poisson")
@@ -80,6 +81,8 @@ func (o *Options) check() error {
 		return fmt.Errorf("-contract is required")
 	case o.Protocol == "grpc" && o.Proto == "":
 		return fmt.Errorf("-proto is required for grpc")
+	case o.HTTP != "1.1" && o.HTTP != "h2c":
+		return fmt.Errorf("-http %q: want 1.1 or h2c", o.HTTP)
 	case o.Mode != "open" && o.Mode != "closed":
 		return fmt.Errorf("-mode %q: want open or closed", o.Mode)
 	case o.Arrivals != "constant" && o.Arrivals != "poisson":
@@ -173,7 +176,7 @@ func run(args []string) error {
 
 func newCaller(o *Options, c *Contract) (Caller, error) {
 	if o.Protocol == "rest" {
-		return newREST(o.Target, []byte(o.Body), o.Workers), nil
+		return newREST(o.Target, []byte(o.Body), o.Workers, o.HTTP == "h2c"), nil
 	}
 	connections := o.Connections
 	if connections == 0 {

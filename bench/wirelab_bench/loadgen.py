@@ -106,18 +106,21 @@ def closed_figures(summary: dict[str, Any], users: int) -> ClosedRun:
 def run_open(
     binary: str | Path, protocol: str, target: str, body: dict[str, Any], rate: float,
     workers: int, seconds: int, cpu: int | None = None, arrivals: str = "constant", seed: int = 1,
-    remote_write: str = "", peer: str = "",
+    remote_write: str = "", peer: str = "", http: str = "1.1",
 ) -> OpenRun:  # fmt: skip
     """``rate`` calls/s against ``target`` (http://host:port or host:port) for ``seconds``,
     arriving evenly spaced or as a Poisson process (``arrivals``), from ``workers`` workers.
     With ``remote_write`` (a Prometheus's /api/v1/write) the run's wirelab_client_* series go
-    there too, labelled generator="loadgen", with ``peer`` naming the service called."""
+    there too, labelled generator="loadgen", with ``peer`` naming the service called. REST goes
+    over HTTP/1.1, or cleartext HTTP/2 with ``http="h2c"``."""
     mode = ["-mode", "open", "-arrivals", arrivals, "-rate", f"{rate:g}", "-seed", str(seed)]
     mode += ["-fail-over-ms", "0"]  # every answer counts; late ones show in the percentiles
     if remote_write:
         mode += ["-remote-write", remote_write]
     if peer:
         mode += ["-peer", peer]
+    if http != "1.1":
+        mode += ["-http", http]
     return open_figures(_run(binary, protocol, target, body, workers, seconds, mode, cpu))
 
 

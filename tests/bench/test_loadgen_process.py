@@ -1,0 +1,56 @@
+"""wirelab-loadgen (the built binary) against the real services on loopback: every call it
+counts is one the service counts, on REST over HTTP/1.1 and h2c and on gRPC, open and closed."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+from wirelab_bench.loadgen import BINARY, run_closed, run_open
+from wirelab_bench.perf.crosscheck import BODY
+from wirelab_bench.perf.svcprocs import Service, service
+from wirelab_bench.scrape import scrape
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module", autouse=True)
+def binary() -> None:
+    """tests/run builds it (offline/go-tools loadgen); CI must have it."""
+    if shutil.which(str(BINARY)) is None:
+        why = f"no {BINARY}: offline/go-tools loadgen"
+        if os.environ.get("CI"):
+            pytest.fail(why)
+        pytest.skip(why)
+
+
+def unary_ok(svc: Service) -> float:
+    samples = scrape(svc.metrics_url, "svc", names=("wirelab_server_requests_total",))
+    return sum(v for _, got, v in samples if (got["kind"], got["outcome"]) == ("unary", "ok"))
+
+
+@pytest.mark.parametrize(
+    ("protocol", "extra", "http"),
+    [("rest", (), "1.1"), ("rest", ("--rest-http", "2"), "h2c"), ("grpc", (), "1.1")],
+    ids=["rest-http1.1", "rest-h2c-granian", "grpc"],
+)
+def test_every_call_the_generator_counts_reaches_the_service(
+    protocol: str, extra: tuple[str, ...], http: str
+) -> None:
+    workers = 4
+    with service(protocol, 0, extra) as svc:
+        before = unary_ok(svc)
+        run = run_open(BINARY, protocol, svc.address, BODY, 100, workers, 2, http=http)
+        assert run.on_time and run.failed == 0 and run.answered == 200, run
+        closed = run_closed(BINARY, protocol, svc.address, BODY, 2, 1, fail_over_ms=0)
+        assert closed.answered_per_s > 10 and closed.failed == 0, closed
+        # Each run first sends one warm-up call per worker, before its clock starts.
+        warm = workers + 2
+        served = unary_ok(svc) - before
+        assert served == run.answered + round(closed.answered_per_s * 1) + warm
+
+
+def test_a_target_that_cannot_answer_stops_the_run_with_the_reason() -> None:
+    with pytest.raises(RuntimeError, match="connection_error"):
+        run_open(BINARY, "rest", "http://127.0.0.1:9", BODY, 10, 1, 1)
