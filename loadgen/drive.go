@@ -74,7 +74,11 @@ func Drive(ctx context.Context, caller Caller, metrics *Instruments, writer *Rem
 		closed(ctx, caller, metrics, workers, start.Add(length), failOver)
 	}
 	close(done)
-	s.Seconds = min(time.Since(start), length).Seconds()
+	// The run's length, which rates are per; shorter only when a signal ended it early.
+	s.Seconds = length.Seconds()
+	if ctx.Err() != nil {
+		s.Seconds = min(time.Since(start), length).Seconds()
+	}
 	var latency, lag Tally
 	for _, w := range workers {
 		latency.Merge(&w.latency)

@@ -125,7 +125,7 @@ func TestOpenLoopDropsWhatNoWorkerCanStartAndNeverWaits(t *testing.T) {
 func TestOpenLoopKeepsItsScheduleWhenCallsAreAnswered(t *testing.T) {
 	caller := &slowCaller{delay: time.Millisecond}
 	s := Drive(context.Background(), caller, NewInstruments(contract(t), "rest", "x"), nil, options("open", 500, 8, 1))
-	if s.Scheduled != 500 || s.Dropped != 0 || s.Answered != 500 || s.Failed != 0 {
+	if s.Scheduled != 500 || s.Dropped != 0 || s.Answered != 500 || s.Failed != 0 || s.Seconds != 1 {
 		t.Fatalf("%+v", s)
 	}
 	if s.StartLagMs["p50"] > 1 {
