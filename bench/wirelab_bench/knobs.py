@@ -8,6 +8,8 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
+from wirelab.contract import host_address, host_url
+
 # Source checkout root, for defaults that point at the repository's own files.
 REPO = Path(__file__).resolve().parents[2]
 
@@ -22,25 +24,25 @@ NETWORK_PROFILES = _repo_path("toxiproxy/profiles.toml")
 
 # (name, type, default, help)
 KNOBS: tuple[tuple[str, type, object, str], ...] = (
-    ("rest_url", str, "http://127.0.0.1:8000", "REST service base URL"),
-    ("grpc_target", str, "127.0.0.1:50051", "gRPC service host:port"),
-    ("amqp_target", str, "127.0.0.1:50052",
+    ("rest_url", str, host_url("rest"), "REST service base URL"),
+    ("grpc_target", str, host_address("grpc"), "gRPC service host:port"),
+    ("amqp_target", str, host_address("amqp_edge"),
      "the AMQP arm's gRPC edge host:port (order chain, profile amqp; docs/broker.md)"),
-    ("prometheus_url", str, "http://127.0.0.1:9090",
+    ("prometheus_url", str, host_url("prometheus"),
      "Prometheus for range exports and container columns; empty = none"),
-    ("rest_metrics_url", str, "http://127.0.0.1:9100/metrics",
+    ("rest_metrics_url", str, host_url("rest_metrics", "/metrics"),
      "REST service /metrics, scraped directly at window start and end (else via Prometheus)"),
-    ("grpc_metrics_url", str, "http://127.0.0.1:9101/metrics",
+    ("grpc_metrics_url", str, host_url("grpc_metrics", "/metrics"),
      "gRPC service /metrics, scraped directly at window start and end (else via Prometheus)"),
-    ("amqp_metrics_url", str, "http://127.0.0.1:9102/metrics",
+    ("amqp_metrics_url", str, host_url("amqp_edge_metrics", "/metrics"),
      "the AMQP arm's edge /metrics, scraped directly at window start and end (else Prometheus)"),
-    ("node_rest_url", str, "http://127.0.0.1:8010",
+    ("node_rest_url", str, host_url("rest_node"),
      "the Node.js REST service base URL (profile node), for runtime node cells"),
-    ("node_grpc_target", str, "127.0.0.1:50061",
+    ("node_grpc_target", str, host_address("grpc_node"),
      "the Node.js gRPC service host:port (profile node), for runtime node cells"),
-    ("node_rest_metrics_url", str, "http://127.0.0.1:9110/metrics",
+    ("node_rest_metrics_url", str, host_url("rest_node_metrics", "/metrics"),
      "the Node.js REST service /metrics, scraped directly at window start and end"),
-    ("node_grpc_metrics_url", str, "http://127.0.0.1:9111/metrics",
+    ("node_grpc_metrics_url", str, host_url("grpc_node_metrics", "/metrics"),
      "the Node.js gRPC service /metrics, scraped directly at window start and end"),
     ("client_metrics_port", int, 0, "port of the Locust child's client /metrics; 0 = a free port"),
     ("results_dir", str, "results", "folder that receives one sub-folder per run"),
@@ -57,14 +59,14 @@ KNOBS: tuple[tuple[str, type, object, str], ...] = (
      "network profile for every cell (lan, zone, region, ...; direct = no proxy);"
      " empty = each group's own"),
     ("network_profiles", str, NETWORK_PROFILES, "the network profiles file (docs/network.md)"),
-    ("toxiproxy_url", str, "http://127.0.0.1:8474", "Toxiproxy API (compose profile netem)"),
-    ("net_rest_url", str, "http://127.0.0.1:18000",
+    ("toxiproxy_url", str, host_url("toxiproxy"), "Toxiproxy API (compose profile netem)"),
+    ("net_rest_url", str, host_url("net_rest"),
      "the REST service through Toxiproxy, for cells with a network profile"),
-    ("net_grpc_target", str, "127.0.0.1:15051",
+    ("net_grpc_target", str, host_address("net_grpc"),
      "the gRPC service through Toxiproxy, for cells with a network profile"),
-    ("net_node_rest_url", str, "http://127.0.0.1:18010",
+    ("net_node_rest_url", str, host_url("net_rest_node"),
      "the Node.js REST service through Toxiproxy, for runtime node cells with a network profile"),
-    ("net_node_grpc_target", str, "127.0.0.1:15061",
+    ("net_node_grpc_target", str, host_address("net_grpc_node"),
      "the Node.js gRPC service through Toxiproxy, for runtime node cells with a network profile"),
 )  # fmt: skip
 

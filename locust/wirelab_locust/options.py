@@ -5,14 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from wirelab.contract import ARMS, KINDS_BY_PROTOCOL, peer_of
+from wirelab.contract import ARMS, KINDS_BY_PROTOCOL, host_address, host_url, peer_of
 
 # (flag, type, default, help, shown in the web UI). Shape and exporter options are fixed per
 # process, so they stay off the web form; everything that shapes a request can change per swarm.
 OPTIONS: tuple[tuple[str, type, Any, str, bool], ...] = (
-    ("rest-host", str, "", "REST base URL (default: --host, else http://127.0.0.1:8000)", True),
-    ("grpc-target", str, "127.0.0.1:50051", "gRPC target host:port", True),
-    ("amqp-target", str, "127.0.0.1:50052",
+    ("rest-host", str, "", f"REST base URL (default: --host, else {host_url('rest')})", True),
+    ("grpc-target", str, host_address("grpc"), "gRPC target host:port", True),
+    ("amqp-target", str, host_address("amqp_edge"),
      "the order chain's AMQP arm: its gRPC edge, host:port (docs/broker.md)", True),
     ("protocols", str, "rest,grpc",
      "arms to run, comma separated: rest, grpc, amqp (the order chain's AMQP arm, unary only)",
@@ -128,7 +128,7 @@ class Knobs:
     @classmethod
     def from_options(cls, options: Any, host: str | None) -> Knobs:
         return cls(
-            rest_host=(options.rest_host or host or "http://127.0.0.1:8000").rstrip("/"),
+            rest_host=(options.rest_host or host or host_url("rest")).rstrip("/"),
             grpc_target=options.grpc_target,
             amqp_target=options.amqp_target,
             work_ms=int(options.work_ms),

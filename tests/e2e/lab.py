@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
+from wirelab.contract import HOST_PORTS
+
 from tests.config.queries import REPO
 from tests.e2e.engine import engine_for
 
@@ -21,17 +23,7 @@ T = TypeVar("T")
 COMPOSE = REPO / "offline" / "compose"
 # Host ports the lab publishes; empty values give ephemeral ports on 127.0.0.1, so the test never
 # collides with a lab someone already runs here.
-HOST_PORT_VARIABLES = (
-    "WIRELAB_REST_HOST_PORT", "WIRELAB_GRPC_HOST_PORT", "WIRELAB_PROMETHEUS_HOST_PORT",
-    "WIRELAB_CADVISOR_HOST_PORT", "WIRELAB_GRAFANA_HOST_PORT", "WIRELAB_LOCUST_HOST_PORT",
-    "WIRELAB_JUPYTER_HOST_PORT", "WIRELAB_REST_METRICS_HOST_PORT", "WIRELAB_GRPC_METRICS_HOST_PORT",
-    "WIRELAB_REST_NODE_HOST_PORT", "WIRELAB_GRPC_NODE_HOST_PORT",
-    "WIRELAB_REST_NODE_METRICS_HOST_PORT", "WIRELAB_GRPC_NODE_METRICS_HOST_PORT",
-    "WIRELAB_RABBITMQ_HOST_PORT", "WIRELAB_RABBITMQ_UI_HOST_PORT",
-    "WIRELAB_TOXIPROXY_HOST_PORT", "WIRELAB_NET_REST_HOST_PORT", "WIRELAB_NET_GRPC_HOST_PORT",
-    "WIRELAB_NET_REST_NODE_HOST_PORT", "WIRELAB_NET_GRPC_NODE_HOST_PORT",
-    "WIRELAB_AMQP_EDGE_HOST_PORT", "WIRELAB_AMQP_EDGE_METRICS_HOST_PORT",
-)  # fmt: skip
+HOST_PORT_VARIABLES = tuple(f"WIRELAB_{name.upper()}_HOST_PORT" for name in HOST_PORTS)
 
 
 def choose_images() -> dict[str, str]:

@@ -132,3 +132,19 @@ def peer_of(address: str) -> str:
     if host.startswith("["):
         return host[1 : host.index("]")] if "]" in host else host[1:]
     return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+
+
+_HOST: dict[str, Any] = json.loads(files(__package__).joinpath("host_ports.json").read_text())
+# Where `make lab` publishes each service on the host by default (host_ports.json): the one
+# place Locust's and the runner's default targets come from.
+HOST_PORTS: dict[str, int] = dict(_HOST["ports"])
+
+
+def host_address(name: str) -> str:
+    """``host:port`` where the lab publishes ``name`` (a key of HOST_PORTS) by default."""
+    return f"{_HOST['host']}:{HOST_PORTS[name]}"
+
+
+def host_url(name: str, path: str = "") -> str:
+    """``http://host:port`` plus ``path`` where the lab publishes ``name`` by default."""
+    return f"http://{host_address(name)}{path}"
