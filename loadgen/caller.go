@@ -34,8 +34,15 @@ const (
 // Caller sends one order and names its outcome in the contract's vocabulary (metrics.json:
 // outcomes and client_only_outcomes), as the Python and Node.js clients name theirs.
 type Caller interface {
-	Call(ctx context.Context) string
+	Call(ctx context.Context) Result
 	Close()
+}
+
+// Result is one call's outcome and the body bytes it sent and received: the HTTP body, or the
+// protobuf message, as the other clients count wirelab_client_request_bytes.
+type Result struct {
+	Outcome        string
+	Sent, Received int
 }
 
 // restCaller posts the order's JSON body. Over HTTP/1.1 (the default) on keep-alive connections,
@@ -62,23 +69,23 @@ func newREST(target string, body []byte, workers int, h2c bool) *restCaller {
 	return &restCaller{client: &http.Client{Transport: transport}, url: target + orderPath, body: body}
 }
 
-func (c *restCaller) Call(ctx context.Context) string {
+func (c *restCaller) Call(ctx context.Context) Result {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url, bytes.NewReader(c.body))
 	if err != nil {
-		return "failure"
+		return Result{Outcome: "failure"}
 	}
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := c.client.Do(req)
 	if err != nil {
-		return transportOutcome(ctx)
+		return Result{Outcome: transportOutcome(ctx), Sent: len(c.body)}
 	}
 	// The whole body is read: the call lasts to its last byte, and the connection is reused.
-	_, err = io.Copy(io.Discard, resp.Body)
+	received, err := io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
 	if err != nil {
-		return transportOutcome(ctx)
+		return Result{Outcome: transportOutcome(ctx), Sent: len(c.body), Received: int(received)}
 	}
-	return httpOutcome(resp.StatusCode)
+	return Result{Outcome: httpOutcome(resp.StatusCode), Sent: len(c.body), Received: int(received)}
 }
 
 // transportOutcome names a call that got no answer: past its deadline, or the connection failed.
@@ -115,6 +122,7 @@ type grpcCaller struct {
 	request proto.Message
 	reply   protoreflect.MessageDescriptor
 	calls   atomic.Uint64
+	size    int // the request's protobuf bytes
 	// The codes metrics.json counts as the caller's fault (grpc_client_error_codes).
 	clientErrors map[string]bool
 }
@@ -128,7 +136,7 @@ func newGRPC(target string, body []byte, protoRoot string, connections int, clie
 	if err := protojson.Unmarshal(body, request); err != nil {
 		return nil, fmt.Errorf("the body is not an %s: %w", method.Input().FullName(), err)
 	}
-	c := &grpcCaller{request: request, reply: method.Output(), clientErrors: clientErrors}
+	c := &grpcCaller{request: request, reply: method.Output(), clientErrors: clientErrors, size: proto.Size(request)}
 	for i := 0; i < connections; i++ {
 		conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()))
 		if err != nil {
@@ -162,10 +170,15 @@ func orderDescriptor(protoRoot string) (protoreflect.MethodDescriptor, error) {
 	return method, nil
 }
 
-func (c *grpcCaller) Call(ctx context.Context) string {
+func (c *grpcCaller) Call(ctx context.Context) Result {
 	conn := c.conns[(c.calls.Add(1)-1)%uint64(len(c.conns))]
-	err := conn.Invoke(ctx, orderMethod, c.request, dynamicpb.NewMessage(c.reply))
-	return grpcOutcome(status.Code(err), c.clientErrors)
+	reply := dynamicpb.NewMessage(c.reply)
+	err := conn.Invoke(ctx, orderMethod, c.request, reply)
+	r := Result{Outcome: grpcOutcome(status.Code(err), c.clientErrors), Sent: c.size}
+	if err == nil {
+		r.Received = proto.Size(reply)
+	}
+	return r
 }
 
 // grpcOutcome maps a status as wirelab.contract.grpc_outcome does; UNAVAILABLE, the status of a

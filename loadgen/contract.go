@@ -15,6 +15,7 @@ type Contract struct {
 	GRPCClientErrors   []string `json:"grpc_client_error_codes"`
 	Buckets            struct {
 		Duration []float64 `json:"duration"`
+		Size     []float64 `json:"size"`
 	} `json:"buckets"`
 	Client []struct {
 		Name string `json:"name"`

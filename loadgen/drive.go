@@ -35,18 +35,21 @@ type worker struct {
 
 func (w *worker) call(caller Caller, metrics *Instruments, from time.Time, failOver time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
-	outcome := caller.Call(ctx)
+	result := caller.Call(ctx)
 	cancel()
 	took := time.Since(from)
-	metrics.Record(outcome, took.Seconds())
 	w.latency.Add(took)
 	w.answered++
 	switch {
-	case outcome != "ok":
+	case result.Outcome != "ok":
 		w.failed++
 	case failOver > 0 && took > failOver:
+		// Answered too late: a failed call in the series, as Locust's --fail-over-ms counts it
+		// (outcome failure), and late, not failed, in the summary.
 		w.late++
+		result.Outcome = "failure"
 	}
+	metrics.Record(result, took.Seconds())
 }
 
 // Drive runs the load for o.Seconds (or until ctx ends), writing the series to writer (if any)
@@ -61,9 +64,16 @@ func Drive(ctx context.Context, caller Caller, metrics *Instruments, writer *Rem
 	failOver := time.Duration(o.FailOverMs * float64(time.Millisecond))
 	length := time.Duration(o.Seconds * float64(time.Second))
 	done := make(chan struct{})
-	if writer != nil {
-		go every(time.Second, done, func() { _ = writer.Write(ctx, time.Now()) })
-	}
+	lastCPU, lastAt := cpu, time.Now()
+	go every(time.Second, done, func() {
+		// The generator's own CPU over the last second, as a Locust child reports its own.
+		now, at := cpuSeconds(), time.Now()
+		metrics.CPU.Set((now - lastCPU) / at.Sub(lastAt).Seconds())
+		lastCPU, lastAt = now, at
+		if writer != nil {
+			_ = writer.Write(ctx, at)
+		}
+	})
 	s := &Summary{Protocol: o.Protocol, Mode: o.Mode, Arrivals: o.Arrivals, Workers: o.Workers}
 	start := time.Now()
 	if o.Mode == "open" {

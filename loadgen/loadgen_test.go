@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/klauspost/compress/snappy"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/encoding/protowire"
 )
@@ -88,14 +89,14 @@ type slowCaller struct {
 	calls          atomic.Int64
 }
 
-func (c *slowCaller) Call(ctx context.Context) string {
+func (c *slowCaller) Call(ctx context.Context) Result {
 	c.calls.Add(1)
 	n := c.inFlight.Add(1)
 	for m := c.most.Load(); n > m && !c.most.CompareAndSwap(m, n); m = c.most.Load() {
 	}
 	time.Sleep(c.delay)
 	c.inFlight.Add(-1)
-	return "ok"
+	return Result{Outcome: "ok", Sent: 10, Received: 20}
 }
 
 func (c *slowCaller) Close() {}
@@ -193,23 +194,24 @@ func TestRESTCallerNamesEachAnswer(t *testing.T) {
 	var status atomic.Int64
 	server := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
-		if r.URL.Path != orderPath || r.Header.Get("Content-Type") != "application/json" || string(body) != `{"a":1}` {
+		if r.URL.Path != orderPath || r.Header.Get("Content-Type") != "application/json" || string(body) != `{"a": 1}` {
 			w.WriteHeader(http.StatusNotFound)
 			return
 		}
 		w.WriteHeader(int(status.Load()))
+		_, _ = w.Write([]byte("ok!"))
 	}))
 	defer server.Close()
-	caller := newREST(server.URL, []byte(`{"a":1}`), 2, false)
+	caller := newREST(server.URL, []byte(`{"a": 1}`), 2, false)
 	defer caller.Close()
 	for code, want := range map[int64]string{200: "ok", 400: "client_error", 500: "server_error"} {
 		status.Store(code)
-		if got := caller.Call(context.Background()); got != want {
-			t.Errorf("HTTP %d: %s, want %s", code, got, want)
+		if got := caller.Call(context.Background()); got.Outcome != want || got.Sent != 8 || got.Received != 3 {
+			t.Errorf("HTTP %d: %+v, want %s", code, got, want)
 		}
 	}
 	server.Close()
-	if got := caller.Call(context.Background()); got != "connection_error" {
+	if got := caller.Call(context.Background()).Outcome; got != "connection_error" {
 		t.Errorf("a closed server: %s", got)
 	}
 }
@@ -226,7 +228,7 @@ func TestH2CCallsArriveAsHTTP2WithPriorKnowledge(t *testing.T) {
 	defer server.Close()
 	for _, h2c := range []bool{false, true} {
 		caller := newREST(server.URL, []byte(`{}`), 1, h2c)
-		if got := caller.Call(context.Background()); got != "ok" {
+		if got := caller.Call(context.Background()).Outcome; got != "ok" {
 			t.Fatalf("h2c %v: %s", h2c, got)
 		}
 		caller.Close()
@@ -252,9 +254,9 @@ func TestRemoteWriteSendsTheContractSeriesWithTheGeneratorLabel(t *testing.T) {
 	}))
 	defer receiver.Close()
 	metrics := NewInstruments(contract(t), "grpc", "grpc")
-	metrics.Record("ok", 0.0007)
-	metrics.Record("ok", 0.003)
-	metrics.Record("server_error", 0.02)
+	metrics.Record(Result{Outcome: "ok", Sent: 100, Received: 50}, 0.0007)
+	metrics.Record(Result{Outcome: "ok", Sent: 100, Received: 50}, 0.003)
+	metrics.Record(Result{Outcome: "server_error", Sent: 100}, 0.02)
 	writer := NewRemoteWriter(receiver.URL, metrics.Registry, map[string]string{"generator": "loadgen", "job": "loadgen"})
 	if err := writer.Write(context.Background(), time.UnixMilli(1700000000000)); err != nil {
 		t.Fatal(err)
@@ -276,9 +278,22 @@ func TestRemoteWriteSendsTheContractSeriesWithTheGeneratorLabel(t *testing.T) {
 			t.Errorf("missing %s", w)
 		}
 	}
-	// Every outcome at zero, and 35 buckets plus +Inf, _sum and _count: 7 + 38 series.
-	if len(got) != len(contract(t).AllOutcomes())+len(contract(t).Buckets.Duration)+3 {
-		t.Errorf("%d series", len(got))
+	for _, w := range []string{
+		`wirelab_client_request_bytes_sum{call=ProcessOrder,generator=loadgen,job=loadgen,kind=unary,peer=grpc,protocol=grpc} 300`,
+		`wirelab_client_response_bytes_bucket{call=ProcessOrder,generator=loadgen,job=loadgen,kind=unary,le=64.0,peer=grpc,protocol=grpc} 3`,
+		`wirelab_client_messages_received_total{call=ProcessOrder,generator=loadgen,job=loadgen,kind=unary,peer=grpc,protocol=grpc} 2`,
+		`wirelab_client_messages_sent_total{call=ProcessOrder,generator=loadgen,job=loadgen,kind=unary,peer=grpc,protocol=grpc} 3`,
+		`wirelab_client_users{generator=loadgen,job=loadgen} 0`,
+	} {
+		if !lines[w] {
+			t.Errorf("missing %s", w)
+		}
+	}
+	// Every outcome at zero; the duration's buckets plus +Inf, _sum and _count; the two size
+	// histograms' likewise; two message counters, the users and CPU gauges.
+	c := contract(t)
+	if want := len(c.AllOutcomes()) + len(c.Buckets.Duration) + 3 + 2*(len(c.Buckets.Size)+3) + 4; len(got) != want {
+		t.Errorf("%d series, want %d", len(got), want)
 	}
 }
 
@@ -334,4 +349,30 @@ func decodeSeries(t *testing.T, raw []byte) [][2]string {
 		out = append(out, [2]string{name + "{" + strings.Join(labels, ",") + "}", strconv.FormatFloat(value, 'g', -1, 64)})
 	})
 	return out
+}
+
+func TestThePageHasTheContractsSampleNamesAsLocustsPageHas(t *testing.T) {
+	metrics := NewInstruments(contract(t), "rest", "rest")
+	metrics.Record(Result{Outcome: "ok", Sent: 10, Received: 20}, 0.001)
+	server := httptest.NewServer(promhttp.HandlerFor(metrics.Registry, promhttp.HandlerOpts{}))
+	defer server.Close()
+	resp, err := http.Get(server.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, name := range []string{
+		"wirelab_client_requests_total{", "wirelab_client_messages_sent_total{",
+		"wirelab_client_messages_received_total{", "wirelab_client_request_duration_seconds_bucket{",
+		"wirelab_client_request_bytes_sum{", "wirelab_client_response_bytes_count{",
+		"wirelab_client_users 0", `wirelab_client_cpu_usage_ratio{instance_name="loadgen"}`,
+	} {
+		if !strings.Contains(string(page), "\n"+name) {
+			t.Errorf("no %s on the page", name)
+		}
+	}
+	if strings.Contains(string(page), "_total_total") {
+		t.Error("a counter named _total twice")
+	}
 }

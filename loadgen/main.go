@@ -10,6 +10,8 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"os/signal"
@@ -17,6 +19,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 // Options are the command line.
@@ -28,6 +32,7 @@ type Options struct {
 	Seconds, FailOverMs                     float64
 	Seed                                    int64
 	Summary, RemoteWrite, Peer, HTTP        string
+	MetricsAddr                             string
 	Labels                                  labelFlags
 }
 
@@ -63,6 +68,7 @@ func parse(args []string) (*Options, error) {
 	fs.Int64Var(&o.Seed, "seed", 1, "poisson arrivals: the random seed")
 	fs.StringVar(&o.Summary, "summary", "", "write the run's figures here as JSON (else to stdout)")
 	fs.StringVar(&o.RemoteWrite, "remote-write", "", "Prometheus remote-write URL, e.g. http://127.0.0.1:9090/api/v1/write")
+	fs.StringVar(&o.MetricsAddr, "metrics-addr", "", "serve the run's series at http://this/metrics (host:port), as a Locust child does for the runner")
 	fs.StringVar(&o.Peer, "peer", "", "the peer label: the service called (default: the target's host)")
 	fs.Var(o.Labels, "label", "name=value added to every series written (repeatable)")
 	if err := fs.Parse(args); err != nil {
@@ -149,10 +155,20 @@ func run(args []string) error {
 	// SIGTERM or Ctrl-C ends the run early; what was measured so far is still written.
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
+	metrics := NewInstruments(contract, o.Protocol, o.peer())
+	metrics.Users.Set(float64(o.Workers))
+	if o.MetricsAddr != "" {
+		listener, err := net.Listen("tcp", o.MetricsAddr)
+		if err != nil {
+			return fmt.Errorf("-metrics-addr: %w", err)
+		}
+		server := &http.Server{Handler: promhttp.HandlerFor(metrics.Registry, promhttp.HandlerOpts{}), ReadHeaderTimeout: 5 * time.Second}
+		go func() { _ = server.Serve(listener) }()
+		defer server.Close()
+	}
 	if err := warm(ctx, caller, o); err != nil {
 		return err
 	}
-	metrics := NewInstruments(contract, o.Protocol, o.peer())
 	var writer *RemoteWriter
 	if o.RemoteWrite != "" {
 		labels := map[string]string{"job": "loadgen", "service": "loadgen", "generator": "loadgen", "instance": instance()}
@@ -165,13 +181,15 @@ func run(args []string) error {
 		}
 	}
 	summary := Drive(ctx, caller, metrics, writer, o)
+	// The summary first: a Prometheus gone away must not lose the run's figures.
+	if err := writeSummary(summary, o.Summary); err != nil {
+		return err
+	}
 	if writer != nil {
 		// The last figures, so Prometheus holds every call of the run.
-		if err := writer.Write(context.Background(), time.Now()); err != nil {
-			return err
-		}
+		return writer.Write(context.Background(), time.Now())
 	}
-	return writeSummary(summary, o.Summary)
+	return nil
 }
 
 func newCaller(o *Options, c *Contract) (Caller, error) {
@@ -195,7 +213,7 @@ func warm(ctx context.Context, caller Caller, o *Options) error {
 		go func() {
 			call, cancel := context.WithTimeout(ctx, callTimeout)
 			defer cancel()
-			outcomes <- caller.Call(call)
+			outcomes <- caller.Call(call).Outcome
 		}()
 	}
 	last := ""

@@ -68,8 +68,8 @@ type sample struct {
 	value  float64
 }
 
-// series flattens families as the text exposition would: a counter's _total, a histogram's
-// cumulative _bucket{le}, _sum and _count.
+// series flattens families as the text exposition would: a counter (registered with its
+// _total), a histogram's cumulative _bucket{le}, _sum and _count.
 func series(families []*dto.MetricFamily, extra map[string]string) []sample {
 	var out []sample
 	for _, family := range families {
@@ -94,7 +94,7 @@ func series(families []*dto.MetricFamily, extra map[string]string) []sample {
 			name := family.GetName()
 			switch family.GetType() {
 			case dto.MetricType_COUNTER:
-				add(name+"_total", m.GetCounter().GetValue())
+				add(name, m.GetCounter().GetValue()) // named with its _total (metrics.go)
 			case dto.MetricType_GAUGE:
 				add(name, m.GetGauge().GetValue())
 			case dto.MetricType_HISTOGRAM:
