@@ -144,10 +144,14 @@ for what, why in (manifest.get("missing") or {}).items():
 
 # %%
 HAVE = not tidy.empty
+# The precise generator first: small-call latency leads with its figures.
+GENERATOR_NAMES = {"loadgen": "wirelab-loadgen (precise)", "locust": "Locust"}
 if not HAVE:
     say("This results folder holds no measured cells; nothing below can be computed.")
 else:
     tidy["generator_saturated"] = tidy["generator_saturated"].astype(bool)
+    # Folders from before the generator was a group setting were all Locust's.
+    tidy["generator"] = tidy.get("generator", "locust")
     COND = ["protocol", "kind", "group", "load", "users", "payload_bytes"]
     show = [
         "protocol", "kind", "load", "payload_bytes", "repetition", "requests_per_s",
@@ -434,7 +438,8 @@ def _span(values: list[float]) -> str:
 
 def compare(kind: str) -> str:
     part = tidy[tidy.kind == kind]
-    keys = ["load", "payload_bytes"]
+    # A condition is one generator's: Locust's and wirelab-loadgen's timings never mix.
+    keys = ["generator", "load", "payload_bytes"]
     rest = part[part.protocol == "rest"].groupby(keys)
     grpc = part[part.protocol == "grpc"].groupby(keys)
     common = sorted(set(rest.groups) & set(grpc.groups))
@@ -496,19 +501,29 @@ def claims() -> list[str]:
     out = []
     # Only cells that mostly worked: latencies and rates of failing calls prove nothing.
     unary = tidy[(tidy.kind == "unary") & (tidy.error_pct < 1)]
+    # Small-call latency leads with the precise generator where the run has it (Locust's own
+    # client adds milliseconds per call, docs/locust.md); Locust's figures follow, labelled.
+    timed = unary[unary.generator == "loadgen"] if (unary.generator == "loadgen").any() else unary
     by = unary.groupby("protocol")
     failed = {"rest", "grpc"} & set(tidy[tidy.kind == "unary"].protocol) - set(unary.protocol)
     if failed:
         out.append(f"Unary cells of {', '.join(sorted(failed))} had ≥ 1 % errors: not compared.")
-    if {"rest", "grpc"} <= set(unary.protocol):
-        low = unary[unary.users == unary.users.min()].groupby("protocol")["client_p50_ms"].mean()
+    if {"rest", "grpc"} <= set(timed.protocol):
+        users = timed.users.min()
+        low = timed[timed.users == users].groupby("protocol")["client_p50_ms"].mean()
         if low.notna().all():
             holds = low["rest"] < low["grpc"]
+            who = GENERATOR_NAMES[timed.generator.iloc[0]]
+            beside = ""
+            locust = unary[(unary.generator == "locust") & (unary.users == users)]
+            if timed is not unary and {"rest", "grpc"} <= set(locust.protocol):
+                slow = locust.groupby("protocol")["client_p50_ms"].mean()
+                beside = f" (Locust timed REST {slow['rest']:.3f} ms, gRPC {slow['grpc']:.3f} ms)"
             out.append(
                 f"*REST is faster for small unary calls at light load* (IIT study, and others): "
                 f"{'holds' if holds else 'does not hold'} here — median latency at "
-                f"{int(unary.users.min())} user(s): REST {low['rest']:.3f} ms, gRPC "
-                f"{low['grpc']:.3f} ms."
+                f"{int(users)} user(s), timed by {who}: REST {low['rest']:.3f} ms, gRPC "
+                f"{low['grpc']:.3f} ms{beside}."
             )
         thr = by["ok_per_s"].max()
         out.append(
@@ -552,6 +567,31 @@ if HAVE:
         say("### Published claims against this run\n" + "\n".join(f"- {c}" for c in found))
     else:
         say("No unary cells on both protocols: the published claims cannot be checked here.")
+
+# %% [markdown]
+# ## Small calls: the precise generator beside Locust
+# Groups with `generator = "loadgen"` (docs/bench.md) timed the small order call with
+# wirelab-loadgen, the lab's Go generator, whose own cost per call is a fraction of a Python
+# client's. Per protocol and load: median and p99 as each generator timed the call, and the
+# gRPC/REST median ratio each gives: where the two ratios differ, Locust's own cost, not the
+# protocols, made the difference.
+
+# %%
+small = tidy[(tidy.kind == "unary") & (tidy.error_pct < 1)] if HAVE else tidy
+if not HAVE or small.generator.nunique() < 2:
+    say("This run timed small calls with one generator: no comparison of generators. "
+        "`wirelab bench generators` times them with both.")  # fmt: skip
+else:
+    order = [g for g in GENERATOR_NAMES if g in set(small.generator)]
+    figures = ["client_p50_ms", "client_p99_ms"]
+    by_gen = small.groupby(["generator", "protocol", "load"])[figures].mean()
+    display(by_gen.reindex(order, level="generator").rename(index=GENERATOR_NAMES).round(3))
+    p50 = small.groupby(["generator", "load", "protocol"])["client_p50_ms"].mean()
+    p50 = p50.unstack("protocol")
+    if {"rest", "grpc"} <= set(p50.columns):
+        ratio = (p50["grpc"] / p50["rest"]).unstack("generator")[order]
+        say("gRPC/REST median latency, per generator:")
+        display(ratio.rename(columns=GENERATOR_NAMES).round(3))
 
 # %% [markdown]
 # ## Topologies: end to end, above the work floor, hop by hop

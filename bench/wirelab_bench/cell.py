@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 
 from wirelab_bench.histo import Snapshot, buckets, delta
-from wirelab_bench.load import LocustProcess, Target, locust_command, wait_started
+from wirelab_bench.load import LoadProcess, Target, loadgen_command, locust_command, wait_started
 from wirelab_bench.network import DIRECT
 from wirelab_bench.peaks import SAMPLED, Peaks
 from wirelab_bench.prom import Prometheus
@@ -48,6 +48,8 @@ class Lab:
     export_delay_s: float = 1.0
     export_step_s: float = 0.0
     topology: str = ONE_HOP
+    # wirelab-loadgen, for groups whose generator it is (wirelab_bench.load.loadgen_command).
+    loadgen: str = ""
     # The services through Toxiproxy, for cells with a network profile (wirelab_bench.network).
     net_rest_url: str = ""
     net_grpc_target: str = ""
@@ -102,11 +104,16 @@ def measure(
     client_url = f"http://127.0.0.1:{port}/metrics"
     rest_url, grpc_target, servers = route(cell, lab)
     target = Target(rest_url, grpc_target, lab.locustfile, port, lab.locust_args, lab.amqp_target)
+    # The generator's files (command, log, and Locust's CSVs or wirelab-loadgen's summary).
     (run_dir / "locust").mkdir(exist_ok=True)
-    cmd = locust_command(cell, target, run_dir / "locust" / cell.cell_id)
+    base = run_dir / "locust" / cell.cell_id
+    if g.generator == "loadgen":
+        cmd = loadgen_command(cell, target, lab.loadgen, base.with_suffix(".summary.json"))
+    else:
+        cmd = locust_command(cell, target, base)
     (run_dir / "locust" / f"{cell.cell_id}.cmd").write_text(shlex.join(cmd) + "\n")
     server_url = servers.get(cell.protocol)
-    proc = LocustProcess(cmd, run_dir / "locust" / f"{cell.cell_id}.log")
+    proc = LoadProcess(cmd, run_dir / "locust" / f"{cell.cell_id}.log")
     peaks = Peaks()
 
     def sample() -> None:
@@ -115,7 +122,7 @@ def measure(
         peaks.add(_snap(client_url, "locust", tuple(n for n in CLIENT if n in SAMPLED)))
 
     try:
-        tick("starting Locust", g.warmup_s + g.duration_s)
+        tick(f"starting {g.generator}", g.warmup_s + g.duration_s)
         wait_started(proc, client_url, timeout=60)
         _wait(proc, "warm-up", g.warmup_s, tick)
         server0 = _snap(server_url, cell.protocol, lab.edge) if server_url else None
@@ -150,7 +157,7 @@ def measure(
     if client0 is not None and client1 is not None:
         window.client, window.sources["client"] = delta(client0, client1), "scrape"
     else:
-        window.sources["client"] = "none: the Locust child's exporter did not answer"
+        window.sources["client"] = "none: the load generator's exporter did not answer"
     _wait(None, "cool-down", max(g.cooldown_s, lab.export_delay_s if lab.prometheus else 0), tick)
     if lab.prometheus is not None:
         _from_prometheus(window, lab, lab.prometheus, run_dir)
@@ -158,18 +165,19 @@ def measure(
 
 
 def _wait(
-    proc: LocustProcess | None,
+    proc: LoadProcess | None,
     phase: str,
     seconds: float,
     tick: Ticker,
     sample: Callable[[], None] | None = None,
 ) -> None:
-    """Sleep through a phase in ticks, checking Locust is alive and sampling if asked."""
+    """Sleep through a phase in ticks, checking the generator is alive and sampling if asked."""
     end = time.monotonic() + seconds
     while (left := end - time.monotonic()) > 0:
         tick(phase, left)
         if proc is not None and not proc.alive():
-            raise RuntimeError(f"Locust exited during {phase} (code {proc.proc.returncode})")
+            code = proc.proc.returncode
+            raise RuntimeError(f"the load generator exited during {phase} (code {code})")
         if sample is not None:
             sample()
         time.sleep(min(TICK_S, max(0.0, end - time.monotonic())))

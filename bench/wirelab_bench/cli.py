@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -137,6 +138,9 @@ def main(argv: list[str] | None = None) -> int:
             check_routes(scenario)
     except (ScenarioError, NetworkError) as exc:
         print(f"wirelab bench: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if any(g.generator == "loadgen" for g in scenario.groups) and not shutil.which(knobs.loadgen):
+        print(f"wirelab bench: no wirelab-loadgen at {knobs.loadgen}: make tools", file=sys.stderr)
         return EXIT_USAGE
     if args.dry_run:
         for cell in scenario.cells():

@@ -22,10 +22,12 @@ EXIT_REGRESSION = 1
 EXIT_REFUSED = 2  # also usage errors: a folder without manifest.json or tidy.csv
 
 # Cells match on these; a column an older folder lacks takes the value its runs had then.
-KEY_DEFAULTS: dict[str, Any] = {"topology": ONE_HOP, "network": DIRECT, "runtime": "python"}
+KEY_DEFAULTS: dict[str, Any] = {
+    "topology": ONE_HOP, "network": DIRECT, "runtime": "python", "generator": "locust",
+}  # fmt: skip
 KEYS = (
-    "topology", "network", "hop_network", "runtime", "protocol", "kind", "load", "users",
-    "payload_bytes",
+    "topology", "network", "hop_network", "runtime", "generator", "protocol", "kind", "load",
+    "users", "payload_bytes",
 )  # fmt: skip
 # figure -> +1 when more is better, -1 when less is better
 FIGURES = {

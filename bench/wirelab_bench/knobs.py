@@ -21,6 +21,8 @@ def _repo_path(relative: str) -> str:
 
 
 NETWORK_PROFILES = _repo_path("toxiproxy/profiles.toml")
+# Where `make tools` installs the lab's precise generator (loadgen/, offline/go-tools).
+LOADGEN_BINARY = str(Path.home() / "go" / "bin" / "wirelab-loadgen")
 
 # (name, type, default, help)
 KNOBS: tuple[tuple[str, type, object, str], ...] = (
@@ -49,6 +51,8 @@ KNOBS: tuple[tuple[str, type, object, str], ...] = (
     ("scenarios_dir", str, _repo_path("scenarios"), "where scenario names are looked up"),
     ("locustfile", str, _repo_path("locust/locustfile.py"), "the project's locustfile"),
     ("locust_args", str, "", "extra Locust arguments for every cell (shell-quoted)"),
+    ("loadgen", str, LOADGEN_BINARY,
+     'wirelab-loadgen, for groups with generator = "loadgen" (make tools)'),
     ("health_timeout_s", float, 60.0, "seconds to wait for both services to be healthy per cell"),
     ("export_delay_s", float, 1.0,
      "seconds after a window before exporting it from Prometheus (lets the last scrape land)"),
@@ -97,6 +101,7 @@ class Knobs:
     scenarios_dir: str
     locustfile: str
     locust_args: str
+    loadgen: str
     health_timeout_s: float
     export_delay_s: float
     export_step_s: float

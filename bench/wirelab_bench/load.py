@@ -1,4 +1,5 @@
-"""Drive one cell's load: the project's locustfile, headless, in a child process."""
+"""Drive one cell's load in a child process: the project's locustfile, headless, or the lab's
+precise generator, wirelab-loadgen (a group's ``generator``)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from wirelab_locust.content import order
+from wirelab_locust.options import OPTIONS
+
+from wirelab_bench import loadgen
 from wirelab_bench.scenario import Cell
 from wirelab_bench.scrape import probe as probe_url
 
@@ -80,8 +85,29 @@ def locust_command(cell: Cell, target: Target, csv_prefix: Path) -> list[str]:
     return [*cmd, *target.extra_args]
 
 
-class LocustProcess:
-    """A running headless Locust; its output goes to a log file in the results folder."""
+# The words of the order's note, as Locust's users write it (its --note-words default).
+NOTE_WORDS = next(default for flag, _, default, _, _ in OPTIONS if flag == "note-words")
+
+
+def loadgen_command(cell: Cell, target: Target, binary: str, summary: Path) -> list[str]:
+    """wirelab-loadgen's command line for a unary ``cell``: the order Locust's users send (same
+    work, same note), from ``users`` workers: a closed loop, or with the load's rate an open
+    loop at that rate (Locust paces its users to it instead). Its client series are served on
+    the cell's metrics port, as a Locust child's are; ``summary`` gets its own figures."""
+    g, load = cell.group, cell.load
+    body = {"order": order(0, NOTE_WORDS), "work_ms": g.work_ms, "count_words": False}
+    address = target.rest_url if cell.protocol == "rest" else target.grpc_target
+    rate = [] if load.rate is None else ["-rate", f"{load.rate:g}"]
+    mode = ["-mode", "open" if rate else "closed", *rate]
+    mode += ["-fail-over-ms", f"{g.failure_threshold_ms:g}"]
+    mode += ["-metrics-addr", f"127.0.0.1:{target.metrics_port}", "-summary", str(summary)]
+    seconds = g.warmup_s + g.duration_s + SAFETY_SECONDS
+    return loadgen.command(binary, cell.protocol, address, body, load.users, seconds, mode)
+
+
+class LoadProcess:
+    """A running load generator (headless Locust or wirelab-loadgen); its output goes to a log
+    file in the results folder."""
 
     def __init__(self, cmd: list[str], log_path: Path) -> None:
         self.cmd = cmd
@@ -106,7 +132,8 @@ class LocustProcess:
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def stop(self, timeout: float = 20.0) -> int:
-        """SIGTERM (Locust stops users and writes its CSVs), then SIGKILL after ``timeout``."""
+        """SIGTERM (Locust stops users and writes its CSVs; wirelab-loadgen its summary), then
+        SIGKILL after ``timeout``."""
         if self.alive():
             os.kill(self.proc.pid, signal.SIGTERM)
             try:
@@ -118,14 +145,14 @@ class LocustProcess:
         return self.proc.returncode
 
 
-def wait_started(proc: LocustProcess, probe: str | None, timeout: float) -> None:
+def wait_started(proc: LoadProcess, probe: str | None, timeout: float) -> None:
     """Block until the child's client exporter answers (the test has started) or it died."""
     deadline = time.monotonic() + timeout
     while True:
         if not proc.alive():
-            raise RuntimeError(f"Locust exited early with code {proc.proc.returncode}")
+            raise RuntimeError(f"the load generator exited early with code {proc.proc.returncode}")
         if probe is None or probe_url(probe, "wirelab_client_users") is None:
             return
         if time.monotonic() >= deadline:
-            raise RuntimeError(f"Locust's client metrics at {probe} did not come up")
+            raise RuntimeError(f"the load generator's client metrics at {probe} did not come up")
         time.sleep(0.1)

@@ -9,10 +9,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from wirelab_bench.knobs import REPO
+from wirelab_bench.knobs import LOADGEN_BINARY, REPO
 
 # Where `make tools` installs the generator (loadgen/).
-BINARY = Path.home() / "go" / "bin" / "wirelab-loadgen"
+BINARY = Path(LOADGEN_BINARY)
 # The folder holding wirelab/v1/wirelab.proto: the generator builds its gRPC calls from it.
 PROTO_ROOT = REPO / "proto"
 # The metric contract: the generator's series take their names, outcomes and buckets from it.
@@ -134,17 +134,26 @@ def run_closed(
     return closed_figures(_run(binary, protocol, target, body, users, seconds, mode, cpu), users)
 
 
-def _run(
+def command(
     binary: str | Path, protocol: str, target: str, body: dict[str, Any], workers: int,
-    seconds: int, mode: list[str], cpu: int | None,
-) -> dict[str, Any]:  # fmt: skip
-    """Run the generator with these settings (pinned to ``cpu`` if given); its summary JSON."""
+    seconds: float, mode: list[str], cpu: int | None = None,
+) -> list[str]:  # fmt: skip
+    """The generator's command line: the order call to ``target``, ``mode``'s flags (open or
+    closed loop and their settings), pinned to ``cpu`` if given."""
     taskset = [] if cpu is None else ["taskset", "--cpu-list", str(cpu)]
     cmd = [*taskset, str(binary), "-protocol", protocol, "-target", target]
     cmd += ["-body", json.dumps(body), "-contract", str(CONTRACT)]
     if protocol == "grpc":
         cmd += ["-proto", str(PROTO_ROOT)]
-    cmd += [*mode, "-workers", str(workers), "-seconds", str(seconds)]
+    return [*cmd, *mode, "-workers", str(workers), "-seconds", f"{seconds:g}"]
+
+
+def _run(
+    binary: str | Path, protocol: str, target: str, body: dict[str, Any], workers: int,
+    seconds: int, mode: list[str], cpu: int | None,
+) -> dict[str, Any]:  # fmt: skip
+    """Run the generator with these settings (pinned to ``cpu`` if given); its summary JSON."""
+    cmd = command(binary, protocol, target, body, workers, seconds, mode, cpu)
     with tempfile.TemporaryDirectory() as tmp:
         summary = Path(tmp) / "summary.json"
         done = subprocess.run([*cmd, "-summary", str(summary)], capture_output=True, text=True)

@@ -99,6 +99,7 @@ def _lab(
         grpc_target=knobs.grpc_target,
         locustfile=Path(knobs.locustfile),
         locust_args=tuple(shlex.split(knobs.locust_args)),
+        loadgen=knobs.loadgen,
         client_metrics_port=knobs.client_metrics_port,
         server_urls=urls,
         prometheus=prom,

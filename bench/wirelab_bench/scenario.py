@@ -17,6 +17,10 @@ CELL_OVERHEAD_S = 9.0
 RUNTIMES = ("python", "node")
 # Unary orders carry no sized payload: one cell per load level, payload column 0.
 UNSIZED_KINDS = frozenset({"unary"})
+# The load generators a group can run on: Locust (every kind), or wirelab-loadgen, the precise
+# one (loadgen/; the small order call only), which times the same call without Python's cost.
+GENERATORS = ("locust", "loadgen")
+GENERATOR_KINDS = {"locust": None, "loadgen": frozenset({"unary"})}
 
 
 @dataclass(frozen=True)
@@ -54,6 +58,9 @@ class Group:
     # The services' runtimes, each measured on the same cells: python, node (compose profile
     # node; docs/node.md).
     runtimes: tuple[str, ...] = ("python",)
+    # Which load generator drives the group's cells (GENERATORS): its users are Locust's users or
+    # wirelab-loadgen's closed-loop workers, paced alike when a load has a rate.
+    generator: str = "locust"
 
     @property
     def hops_network(self) -> str:
@@ -90,9 +97,10 @@ class Cell:
             network += f"_hops-{g.hops_network}"
         # The Python services' cells keep the names they had before runtimes were a dimension.
         runtime = "" if self.runtime == "python" else f"_{self.runtime}"
+        generator = "" if g.generator == "locust" else f"_{g.generator}"
         return (
             f"{self.index:03d}_{self.protocol}{runtime}_{self.kind}_{self.load.label}"
-            f"_{self.payload_bytes}b{network}_r{self.repetition}"
+            f"_{self.payload_bytes}b{network}{generator}_r{self.repetition}"
         )
 
     @property

@@ -12,7 +12,15 @@ from wirelab.contract import ALL_KINDS, ARMS, EDGE_PROTOCOLS
 
 from wirelab_bench.knobs import NETWORK_PROFILES
 from wirelab_bench.network import DIRECT, NetworkError, load_profiles
-from wirelab_bench.scenario import RUNTIMES, Gates, Group, Load, Scenario
+from wirelab_bench.scenario import (
+    GENERATOR_KINDS,
+    GENERATORS,
+    RUNTIMES,
+    Gates,
+    Group,
+    Load,
+    Scenario,
+)
 from wirelab_bench.topology import ONE_HOP, TOPOLOGIES
 
 
@@ -36,6 +44,7 @@ _GROUP_KEYS = {
     "network": str,
     "hop_network": str,
     "runtimes": list,
+    "generator": str,
 }
 _TOP_KEYS = {
     "description": str,
@@ -59,6 +68,7 @@ _DEFAULTS: dict[str, Any] = {
     "network": DIRECT,
     "hop_network": "",
     "runtimes": ["python"],
+    "generator": "locust",
 }
 
 
@@ -179,6 +189,17 @@ def _group(m: dict[str, Any], at: str, networks: Collection[str]) -> Group:
         if m[key] not in (DIRECT, *networks) and (key == "network" or m[key]):
             known = ", ".join([DIRECT, *networks])
             raise ScenarioError(f"{at}: unknown {key} {m[key]!r} (known: {known})")
+    if m["generator"] not in GENERATORS:
+        known = ", ".join(GENERATORS)
+        raise ScenarioError(f"{at}: unknown generator {m['generator']!r} (known: {known})")
+    only = GENERATOR_KINDS[m["generator"]]
+    if only is not None and not set(kinds) <= only:
+        raise ScenarioError(
+            f"{at}: generator {m['generator']} sends the small order call only"
+            f" (kinds {', '.join(sorted(only))}); got {', '.join(kinds)}"
+        )
+    if m["generator"] == "loadgen" and "amqp" in protocols:
+        raise ScenarioError(f"{at}: generator loadgen calls the rest and grpc arms, not amqp")
     if m["stream_count"] < 1:
         raise ScenarioError(f"{at}: stream_count must be >= 1, got {m['stream_count']}")
     loads = tuple(_load(raw, f"{at}: loads[{i}]") for i, raw in enumerate(m["loads"]))
@@ -203,6 +224,7 @@ def _group(m: dict[str, Any], at: str, networks: Collection[str]) -> Group:
         network=m["network"],
         hop_network=m["hop_network"],
         runtimes=runtimes,
+        generator=m["generator"],
     )
 
 

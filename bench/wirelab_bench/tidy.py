@@ -80,6 +80,7 @@ def build_row(
         "hop_network": hop["name"],
         "hop_network_rtt_ms": hop["rtt_ms"],
         "runtime": c.runtime,
+        "generator": c.group.generator,
         "protocol": c.protocol,
         "kind": c.kind,
         "load": c.load.label,

@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
+import pytest
 from wirelab_bench.health import grpc_healthy, rest_healthy
-from wirelab_bench.knobs import REPO
+from wirelab_bench.knobs import LOADGEN_BINARY, REPO
 
 
 @dataclass
@@ -181,3 +182,13 @@ name = "direct"
 name = "{network}"
 network = "{network}"
 """
+
+
+def require_loadgen() -> None:
+    """Skip without wirelab-loadgen (tests/run builds it: offline/go-tools loadgen); CI must
+    have it, so there the test fails instead."""
+    if shutil.which(LOADGEN_BINARY) is None:
+        why = f"no {LOADGEN_BINARY}: offline/go-tools loadgen"
+        if os.environ.get("CI"):
+            pytest.fail(why)
+        pytest.skip(why)

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from wirelab_bench.load import Target, loadgen_command
 from wirelab_bench.loadgen import (
     BINARY,
     CONTRACT,
@@ -23,6 +24,8 @@ from wirelab_bench.loadgen import (
 )
 from wirelab_bench.perf import crosscheck, openloop, orderchain
 from wirelab_bench.perf.openloop import knee, main, plot
+from wirelab_bench.scenario_file import load_scenario
+from wirelab_locust.content import order
 
 BODY = {"order": {"order_id": "o-1"}, "work_ms": 0}
 
@@ -217,3 +220,31 @@ def test_the_sweep_refuses_unknown_arrivals(
         main(argv)
     assert exited.value.code == 2
     assert "--arrivals from constant, poisson" in capsys.readouterr().err
+
+
+def test_the_runner_drives_a_loadgen_cell_as_a_locust_child_closed_or_at_its_rate(
+    tmp_path: Path,
+) -> None:
+    """A group with generator = "loadgen": Locust's order and work, the load's users as
+    workers, the cell's metrics port and threshold, a closed loop or an open one at the rate."""
+    text = (
+        'kinds = ["unary"]\ngenerator = "loadgen"\nwork_ms = 3\nfailure_threshold_ms = 900\n'
+        "warmup_s = 2\nduration_s = 5\nloads = [{users = 4}, {users = 8, rate = 400}]\n"
+    )
+    path = tmp_path / "g.toml"
+    path.write_text(text)
+    closed, paced = (c for c in load_scenario(path).cells() if c.protocol == "grpc")
+    target = Target("http://127.0.0.1:8000", "127.0.0.1:50051", Path("lf.py"), 9646)
+    argv = loadgen_command(closed, target, "/bin/lg", tmp_path / "s.json")
+    assert argv[:4] == ["/bin/lg", "-protocol", "grpc", "-target"] and argv[4] == "127.0.0.1:50051"
+    body = json.loads(argv[argv.index("-body") + 1])
+    assert body == {"order": order(0, 16), "work_ms": 3, "count_words": False}
+    flags = dict(zip(argv[5::2], argv[6::2], strict=False))
+    assert flags["-mode"] == "closed" and flags["-workers"] == "4" and "-rate" not in flags
+    assert flags["-metrics-addr"] == "127.0.0.1:9646" and flags["-fail-over-ms"] == "900"
+    assert flags["-seconds"] == "67" and flags["-summary"] == str(tmp_path / "s.json")
+    argv = loadgen_command(paced, target, "/bin/lg", tmp_path / "s.json")
+    flags = dict(zip(argv[5::2], argv[6::2], strict=False))
+    assert (flags["-mode"], flags["-rate"], flags["-workers"]) == ("open", "400", "8")
+    rest = next(c for c in load_scenario(path).cells() if c.protocol == "rest")
+    assert loadgen_command(rest, target, "/bin/lg", tmp_path / "s.json")[4] == target.rest_url

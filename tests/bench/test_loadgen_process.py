@@ -3,26 +3,20 @@ counts is one the service counts, on REST over HTTP/1.1 and h2c and on gRPC, ope
 
 from __future__ import annotations
 
-import os
-import shutil
-
 import pytest
 from wirelab_bench.loadgen import BINARY, run_closed, run_open
 from wirelab_bench.perf.crosscheck import BODY
 from wirelab_bench.perf.svcprocs import Service, service
 from wirelab_bench.scrape import scrape
 
+from tests.bench.lab import require_loadgen
+
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module", autouse=True)
 def binary() -> None:
-    """tests/run builds it (offline/go-tools loadgen); CI must have it."""
-    if shutil.which(str(BINARY)) is None:
-        why = f"no {BINARY}: offline/go-tools loadgen"
-        if os.environ.get("CI"):
-            pytest.fail(why)
-        pytest.skip(why)
+    require_loadgen()
 
 
 def unary_ok(svc: Service) -> float:

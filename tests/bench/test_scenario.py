@@ -78,6 +78,16 @@ def test_rest_only_kinds_get_no_grpc_cell_and_unary_no_payload(tmp_path: Path) -
         ('kinds = ["unary"]\nloads = [{users = 1}]\n[gates]\nmax_error_ratio = 2\n', "0..1"),
         ('kinds = ["unary"]\nloads = [{users = 1}]\n[[groups]]\nkinds = ["bidy"]\n', "groups[0]"),
         ("kinds = [\n", "cannot read scenario"),
+        ('kinds = ["unary"]\nloads = [{users = 1}]\ngenerator = "k6"\n', "unknown generator 'k6'"),
+        (
+            'kinds = ["unary", "download"]\nloads = [{users = 1}]\ngenerator = "loadgen"\n',
+            "generator loadgen sends the small order call only (kinds unary)",
+        ),
+        (
+            'topology = "order-chain"\nkinds = ["unary"]\nloads = [{users = 1}]\n'
+            'protocols = ["grpc", "amqp"]\ngenerator = "loadgen"\n',
+            "generator loadgen calls the rest and grpc arms, not amqp",
+        ),
     ],
 )
 def test_bad_scenarios_say_what_is_wrong(tmp_path: Path, text: str, message: str) -> None:
@@ -87,6 +97,18 @@ def test_bad_scenarios_say_what_is_wrong(tmp_path: Path, text: str, message: str
         load_scenario(path)
     assert message in str(err.value)
     assert str(path) in str(err.value)
+
+
+def test_a_groups_generator_names_its_cells_and_defaults_to_locust() -> None:
+    scenario = load_scenario(SCENARIOS / "generators.toml")
+    cells = scenario.cells()
+    by = {c.group.generator for c in cells}
+    assert by == {"loadgen", "locust"}
+    assert all(c.kind == "unary" for c in cells)
+    ids = [c.cell_id for c in cells]
+    assert ids[0] == "000_rest_unary_one_0b_loadgen_r0" and len(set(ids)) == len(ids)
+    assert sum("_loadgen_" in i for i in ids) == len(ids) // 2
+    assert load_scenario(SCENARIOS / "smoke.toml").groups[0].generator == "locust"
 
 
 def test_resolve_by_name_or_path(tmp_path: Path) -> None:

@@ -3,14 +3,12 @@
 
 from __future__ import annotations
 
-import shutil
-
 import pytest
 from wirelab_bench.loadgen import BINARY, OpenRun, run_open
 from wirelab_bench.perf.crosscheck import BODY
 
+from tests.bench.lab import require_loadgen
 from tests.config.queries import all_queries
-from tests.e2e.engine import in_ci
 from tests.e2e.lab import Lab, wait_for
 from tests.e2e.prom import Prometheus
 
@@ -22,11 +20,7 @@ RATE, SECONDS = 100, 5
 @pytest.fixture(scope="module")
 def runs(lab: Lab, prometheus: Prometheus) -> dict[str, OpenRun]:
     """One short open-loop run per edge protocol, from the host through the published ports."""
-    if shutil.which(str(BINARY)) is None:
-        why = f"no {BINARY}: offline/go-tools loadgen"
-        if in_ci():
-            pytest.fail(why)
-        pytest.skip(why)
+    require_loadgen()
     targets = {
         "rest": lab.url("rest", 8000),
         "grpc": lab.url("grpc", 50051).removeprefix("http://"),

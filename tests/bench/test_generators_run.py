@@ -1,0 +1,80 @@
+"""The runner driving both generators over real service processes: wirelab-loadgen's cells have
+the same columns as Locust's, its client counts agree with the server's, and the report leads
+small-call latency with its figures."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from wirelab_bench.cli import main
+from wirelab_bench.report import render
+
+from tests.bench.lab import Services, require_loadgen
+
+pytestmark = pytest.mark.integration
+
+BOTH = """
+description = "integration test: the small call under each generator"
+warmup_s = 0.5
+duration_s = 2
+cooldown_s = 0
+kinds = ["unary"]
+loads = [{ label = "two", users = 2 }, { label = "paced", users = 4, rate = 100 }]
+
+[[groups]]
+name = "precise"
+generator = "loadgen"
+
+[[groups]]
+name = "locust"
+"""
+
+
+@pytest.fixture(scope="module")
+def finished(services: Services, tmp_path_factory: pytest.TempPathFactory) -> tuple[int, Path]:
+    require_loadgen()
+    root = tmp_path_factory.mktemp("generators")
+    scenario = root / "both.toml"
+    scenario.write_text(BOTH)
+    code = main(["bench", str(scenario), *services.args(root / "results"), "--progress", "off"])
+    (run,) = (root / "results").iterdir()
+    return code, run
+
+
+def test_loadgen_cells_have_locusts_columns_and_agree_with_the_server(
+    finished: tuple[int, Path],
+) -> None:
+    code, run = finished
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert code == 0 and manifest["status"] == "complete", manifest.get("gates")
+    tidy = pd.read_csv(run / "tidy.csv")
+    assert sorted(tidy.generator.unique()) == ["loadgen", "locust"] and len(tidy) == 8
+    precise = tidy[tidy.generator == "loadgen"]
+    assert set(precise.client_source) == {"scrape"} and (precise.error_pct == 0).all()
+    assert precise.client_p50_ms.notna().all() and precise.client_p99_ms.notna().all()
+    # Both ends count the same calls over the window, give or take those in flight at its ends.
+    ratio = precise.requests / (precise.server_requests_per_s * precise.window_s)
+    assert ratio.between(0.9, 1.1).all(), ratio
+    paced = precise[precise.load == "paced"]
+    assert paced.requests_per_s.between(90, 110).all(), paced.requests_per_s
+    assert (precise.request_bytes_per_request > 0).all()
+    assert precise.generator_cpu_ratio.between(0, 1, inclusive="neither").all()
+    for cell in precise.cell_id:
+        assert cell.endswith(("_loadgen_r0",)), cell
+        summary = json.loads((run / "locust" / f"{cell}.summary.json").read_text())
+        assert summary["answered"] > 0 and summary["failed"] == 0
+
+
+def test_the_report_leads_small_call_latency_with_the_precise_generator(
+    finished: tuple[int, Path],
+) -> None:
+    _, run = finished
+    text = render(run).read_text()
+    assert "gRPC/REST median latency, per generator" in text
+    assert "timed by wirelab-loadgen (precise)" in text and "Locust timed REST" in text
+    nb = json.loads((run / "report.ipynb").read_text())
+    errors = [o for c in nb["cells"] for o in c.get("outputs", []) if o["output_type"] == "error"]
+    assert not errors
