@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from wirelab_locust.content import order
+from wirelab_locust.content import order_request
 from wirelab_locust.options import OPTIONS
 
 from wirelab_bench import loadgen
@@ -95,7 +95,7 @@ def loadgen_command(cell: Cell, target: Target, binary: str, summary: Path) -> l
     loop at that rate (Locust paces its users to it instead). Its client series are served on
     the cell's metrics port, as a Locust child's are; ``summary`` gets its own figures."""
     g, load = cell.group, cell.load
-    body = {"order": order(0, NOTE_WORDS), "work_ms": g.work_ms, "count_words": False}
+    body = order_request(g.work_ms, NOTE_WORDS)
     address = target.rest_url if cell.protocol == "rest" else target.grpc_target
     rate = [] if load.rate is None else ["-rate", f"{load.rate:g}"]
     mode = ["-mode", "open" if rate else "closed", *rate]

@@ -10,7 +10,9 @@ from wirelab.core import chunks, digest, payload
 
 from wirelab_locust.timing import WrongAnswer
 
-__all__ = ["check_blob", "chunks", "expected_totals", "order", "payload", "payload_b64"]
+__all__ = [
+    "check_blob", "chunks", "expected_totals", "order", "order_request", "payload", "payload_b64",
+]  # fmt: skip
 
 _WORDS = ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel")
 
@@ -34,6 +36,12 @@ def order(user_id: int, note_words: int) -> dict[str, Any]:
         "attributes": {"channel": "locust", "region": "lab"},
         "note": " ".join(_WORDS[i % len(_WORDS)] for i in range(note_words)),
     }
+
+
+def order_request(work_ms: int = 0, note_words: int = 16) -> dict[str, Any]:
+    """The small order call's request as JSON (the REST body; proto JSON names for gRPC), as
+    the benchmarks' other generators send it: one order, ``work_ms`` of server work."""
+    return {"order": order(0, note_words), "work_ms": work_ms, "count_words": False}
 
 
 def expected_totals(body: dict[str, Any]) -> tuple[int, int]:

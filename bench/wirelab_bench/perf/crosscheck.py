@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from wirelab_locust.content import order
+from wirelab_locust.content import order_request
 
 from wirelab_bench.benchknobs import parser
 from wirelab_bench.histo import buckets, quantile
@@ -36,7 +36,7 @@ from wirelab_bench.scrape import scrape
 
 WRK_SCRIPT = Path(__file__).with_name("wrk_paced.lua")
 PROTO = REPO / "proto" / "wirelab" / "v1" / "wirelab.proto"
-BODY = {"order": order(0, 16), "work_ms": 0, "count_words": False}
+BODY = order_request()
 # (flag, type, default, help); each also reads WIRELAB_CROSSCHECK_<FLAG>.
 KNOBS: tuple[tuple[str, type, Any, str], ...] = (
     ("rate", float, 200, "offered load in calls/s, the same for every tool"),

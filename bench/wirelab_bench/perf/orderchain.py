@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from wirelab_locust.content import order
+from wirelab_locust.content import order_request
 
 from wirelab_bench.benchknobs import parser
 from wirelab_bench.loadgen import BINARY, ClosedRun, run_closed
@@ -165,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"no wirelab-loadgen at {ns.loadgen}: make tools")
         return 2
     exit_on_sigterm()
-    body = {"order": order(0, 16), "work_ms": ns.work_ms, "count_words": False}
+    body = order_request(ns.work_ms)
     targets = {"rest": ns.rest, "grpc": ns.grpc, "amqp": ns.amqp}
     # The generator speaks HTTP to the REST edge and gRPC to the other two.
     protocol_of = {"rest": "rest", "grpc": "grpc", "amqp": "grpc"}
