@@ -45,10 +45,9 @@ def test_web_ui_swarm_shows_rest_and_grpc_rows(
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
             # 120 s: on a busy 2-core machine (CI beside a saturating benchmark, load average 17)
-            # one click of Start took over 15 s while Locust was spawning its users, and in two
-            # CI runs on 27 Nov the first rows showed more than 45 s after Start (the test took
-            # 91 s and 167 s, against 13-16 s on other runs): the test checks what the page
-            # shows, not how fast a contended headless Chromium draws it.
+            # one click of Start took over 15 s while Locust was spawning its users. (The 91 s
+            # and 167 s this test took in two CI runs on 27 Nov came from pytest left pinned to
+            # one core by an earlier test: tests/conftest.py now restores it after each test.)
             page.set_default_timeout(120_000)
             page.goto(run.url("/"))
             page.fill("input[name=userCount]", "4")
