@@ -6,6 +6,7 @@ import shlex
 import socket
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -116,6 +117,17 @@ def measure(
     proc = LoadProcess(cmd, run_dir / "locust" / f"{cell.cell_id}.log")
     peaks = Peaks()
 
+    def snap_both() -> tuple[Snapshot | None, Snapshot | None]:
+        # Both ends of the window at once. A saturated Python service reads its counters as its
+        # scrape begins but may answer 0.4 s later (its metrics thread waits for the GIL): taken
+        # one after the other, the generator's snapshot came that much later than the server's,
+        # and a 2 s window counted 14 % more calls at the client than at the server (and the
+        # window's length, timed from the answers, took in the 0.4 s).
+        with ThreadPoolExecutor(2) as pool:
+            server = pool.submit(_snap, server_url, cell.protocol, lab.edge) if server_url else None
+            client = pool.submit(_snap, client_url, "locust", CLIENT)
+            return (server.result() if server is not None else None), client.result()
+
     def sample() -> None:
         if server_url:
             peaks.add(_snap(server_url, cell.protocol, tuple(n for n in SERVER if n in SAMPLED)))
@@ -125,15 +137,14 @@ def measure(
         tick(f"starting {g.generator}", g.warmup_s + g.duration_s)
         wait_started(proc, client_url, timeout=60)
         _wait(proc, "warm-up", g.warmup_s, tick)
-        server0 = _snap(server_url, cell.protocol, lab.edge) if server_url else None
-        client0 = _snap(client_url, "locust", CLIENT)
+        # The window's times are those of the snapshots' requests, not of their answers.
         cpu0, own0, t0 = proc.cpu_seconds(), time.process_time(), time.time()
+        server0, client0 = snap_both()
         peaks.add(server0)
         peaks.add(client0)
         _wait(proc, "measure", g.duration_s, tick, sample)
-        server1 = _snap(server_url, cell.protocol, lab.edge) if server_url else None
-        client1 = _snap(client_url, "locust", CLIENT)
         cpu1, own1, t1 = proc.cpu_seconds(), time.process_time(), time.time()
+        server1, client1 = snap_both()
         # The window's ends count as samples too: a window shorter than two ticks still has
         # one CPU rate (its average), never none.
         peaks.add(server1)
