@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, ClassVar
@@ -32,6 +33,38 @@ def test_paired_ratios_pair_each_round_per_cpu_second() -> None:
     on = [Run(90, 1.0), Run(45, 0.5)]
     off = [Run(100, 1.0), Run(200, 2.0)]
     assert paired_ratios(on, off) == [0.9, 0.9]
+
+
+def test_each_fresh_pair_is_loaded_for_the_warmup_before_its_rounds(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    loads: list[tuple[list[str], int]] = []
+
+    def together(count: Any, services: Sequence[str], seconds: int, every: float) -> list[Run]:
+        loads.append((list(services), seconds))
+        return [Run(100, 1.0), Run(90, 1.0)]
+
+    monkeypatch.setattr(overhead, "together", together)
+    started: list[str] = []
+
+    def starter(name: str) -> Any:
+        def start() -> Any:
+            started.append(name)
+            return nullcontext(name)
+
+        return start
+
+    first, second = overhead.measure_pairs(
+        "t", len, ("on", starter("on")), ("off", starter("off")),
+        rounds=4, pairs=2, seconds=3, every=1.0, warmup=8,
+    )  # fmt: skip
+    # Each pair: a warm-up of 8 s, then its rounds of 3 s, the load order alternating.
+    assert [s for _, s in loads] == [8, 3, 3, 8, 3, 3]
+    assert [order for order, _ in loads] == [
+        ["on", "off"], ["on", "off"], ["off", "on"], ["on", "off"], ["on", "off"], ["off", "on"],
+    ]  # fmt: skip
+    assert started == ["on", "off", "off", "on"]  # fresh processes per pair, first one alternating
+    assert len(first) == len(second) == 4
 
 
 def test_verdict_needs_the_whole_interval() -> None:

@@ -58,6 +58,11 @@ KNOBS = (
     ("rounds", int, 32, "measured rounds per protocol and comparison, over all process pairs"),
     ("pairs", int, 16, "fresh process pairs per protocol and comparison"),
     ("seconds", int, 2, "length of one measured run (whole seconds: wrk needs them)"),
+    # V8 compiles the hot paths as they run: after the Python benchmark's 2 s the first measured
+    # round of each pair read prom-client on/off 0.76 (REST) and 0.895 (gRPC) at the median, the
+    # second 0.964 and 0.958 (27 Nov, 64 rounds over 32 pairs), and 8-round pairs settled from
+    # their third round on (6 s of load).
+    ("warmup", int, 8, "seconds each fresh process pair is loaded before its rounds, unmeasured"),
     ("connections", int, 32, "concurrent connections (wrk) / concurrent calls (ghz), per process"),
     ("ghz", str, "", "path of the ghz binary (default: PATH, then ~/go/bin/ghz)"),
     ("scrape-interval", float, 1.0, "the lab's seconds between scrapes of a service's /metrics"),
@@ -130,8 +135,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         cli.error("node not found: install Node.js 20 (or pass --node)")
     pin(CLIENT_CPU)  # this process scrapes; the threads it starts inherit the pinning
     print(f"server CPU {SERVER_CPU} (both processes), load CPU {CLIENT_CPU}, {args.rounds} rounds "
-          f"x {args.seconds}s over {args.pairs} pairs, scraped every {args.scrape_interval:g}s "
-          "as the lab scrapes")  # fmt: skip
+          f"x {args.seconds}s over {args.pairs} pairs (each loaded {args.warmup}s first), scraped "
+          f"every {args.scrape_interval:g}s as the lab scrapes")  # fmt: skip
     results = []
     with tempfile.TemporaryDirectory() as tmp:
         for comparison in comparisons:
@@ -140,7 +145,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 first, second = variants(node, comparison, protocol, args.workers)
                 runs = measure_pairs(
                     f"{comparison} {protocol}", count, first, second,
-                    args.rounds, args.pairs, args.seconds, args.scrape_interval,
+                    args.rounds, args.pairs, args.seconds, args.scrape_interval, args.warmup,
                 )  # fmt: skip
                 results.append((comparison, protocol, first[0], second[0], runs))
     print("\nrequests per server CPU-second: median of the rounds' ratios, 95 % interval")

@@ -294,10 +294,12 @@ def measure_pairs(
     pairs: int,
     seconds: int,
     every: float,
+    warmup: int = 2,
 ) -> tuple[list[Run], list[Run]]:
     """The method: the two variants (name, starter) side by side on one core, loaded at once
-    and scraped as the lab scrapes, ``rounds`` rounds over ``pairs`` fresh process pairs;
-    returns each variant's runs, round by round."""
+    and scraped as the lab scrapes, ``rounds`` rounds over ``pairs`` fresh process pairs, each
+    pair loaded ``warmup`` seconds first, unmeasured; returns each variant's runs, round by
+    round."""
     a_runs: list[Run] = []
     b_runs: list[Run] = []
     for pair, pair_rounds_ in enumerate(pair_rounds(rounds, pairs)):
@@ -309,7 +311,7 @@ def measure_pairs(
             order = (first, second) if pair % 2 == 0 else (second, first)
             started = {id(v): stack.enter_context(v[1]()) for v in order}
             a, b = started[id(first)], started[id(second)]
-            together(count, [a, b], 2, every)  # warm-up, discarded
+            together(count, [a, b], warmup, every)  # warm-up, discarded
             for round_ in pair_rounds_:
                 # Which load tool starts first alternates too (microseconds apart).
                 if round_ % 2 == 0:
