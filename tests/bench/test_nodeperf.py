@@ -8,6 +8,7 @@ import urllib.request
 
 import grpc
 import pytest
+from google.protobuf import json_format
 from wirelab.v1 import wirelab_pb2, wirelab_pb2_grpc
 from wirelab_bench.perf import ORDER
 from wirelab_bench.perf import node as nodeperf
@@ -28,6 +29,8 @@ def test_each_comparison_sets_the_right_processes_side_by_side() -> None:
         "echo": ("service", "echo"),
         "runtimes": ("node", "python"),
         "workers": ("2 workers", "1 worker"),
+        "floor": ("floor", "echo"),
+        "conforming": ("service", "floor"),
     }
 
 
@@ -69,6 +72,34 @@ def test_the_bare_echo_servers_answer_what_the_load_tools_check() -> None:
         stub = wirelab_pb2_grpc.WireLabStub(channel)
         order = wirelab_pb2.OrderRequest(order=wirelab_pb2.Order(order_id="o-1"))
         assert stub.ProcessOrder(order, timeout=5) == wirelab_pb2.OrderReply()
+
+
+@pytest.mark.integration
+@needs_node
+def test_the_least_order_servers_answer_the_order_as_the_services_do() -> None:
+    assert NODE is not None
+    body = json.dumps(ORDER).encode()
+    replies = []
+    for script in (nodeperf.FLOORS["rest"], nodeperf.SERVICES["rest"]):
+        with nodeperf.node_process(
+            NODE, "rest", script, None if "floor" in script.name else "on"
+        ) as svc:
+            request = urllib.request.Request(
+                f"{svc.address}/v1/orders", body, {"Content-Type": "application/json"}
+            )
+            with urllib.request.urlopen(request, timeout=5) as reply:
+                replies.append(json.loads(reply.read()))
+    assert replies[0] == replies[1] and replies[0]["total_cents"] == 300
+    order = wirelab_pb2.OrderRequest()
+    json_format.ParseDict(ORDER, order)
+    answers = []
+    for script in (nodeperf.FLOORS["grpc"], nodeperf.SERVICES["grpc"]):
+        started = nodeperf.node_process(
+            NODE, "grpc", script, None if "floor" in script.name else "on"
+        )
+        with started as svc, grpc.insecure_channel(svc.address) as channel:
+            answers.append(wirelab_pb2_grpc.WireLabStub(channel).ProcessOrder(order, timeout=5))
+    assert answers[0] == answers[1] and answers[0].total_cents == 300
 
 
 @pytest.mark.integration

@@ -55,7 +55,7 @@ def test_each_fresh_pair_is_loaded_for_the_warmup_before_its_rounds(
         return start
 
     first, second = overhead.measure_pairs(
-        "t", len, ("on", starter("on")), ("off", starter("off")),
+        "t", lambda svc, seconds: 0, ("on", starter("on")), ("off", starter("off")),
         rounds=4, pairs=2, seconds=3, every=1.0, warmup=8,
     )  # fmt: skip
     # Each pair: a warm-up of 8 s, then its rounds of 3 s, the load order alternating.

@@ -1,4 +1,4 @@
-"""Benchmark: the Node.js services (node/) measured as the Python ones are, in four comparisons.
+"""Benchmark: the Node.js services (node/) measured as the Python ones are, in six comparisons.
 
 ``--compare metrics``: each Node service with prom-client on against off (goal >= 0.95);
 ``--compare echo``: each Node service (metrics on, as deployed) against a bare server of the same
@@ -6,11 +6,14 @@ framework (node/scripts/echo-*.js: node:http, @grpc/grpc-js) that answers the sa
 the service's work (goal >= 0.90); ``--compare runtimes``: each Node service against the Python
 service of the same protocol (a comparison, no goal); ``--compare workers``: each Node service
 with ``--workers`` event loops (WIRELAB_NODE_WORKERS, Node's cluster module) against one, on the
-same core (what the cluster costs where it cannot add a core; no goal). Every comparison is the
-observer-effect method of ``wirelab_bench.perf.overhead``: both processes pinned to one core
-and loaded at once (wrk for REST, ghz for gRPC, small orders at saturation) from the other, each
-scraped as the lab's Prometheus scrapes it, requests per server CPU-second, the median of many
-rounds' ratios over fresh process pairs with its 95 % interval.
+same core (what the cluster costs where it cannot add a core; no goal). ``--compare floor``: the
+least server that answers the order call (node/scripts/floor-*.js: decode, total, echo the order,
+encode) against the bare echo server, which is what any conforming server keeps of the echo's
+throughput; ``--compare conforming``: each Node service against that floor (no goals). Every
+comparison is the observer-effect method of ``wirelab_bench.perf.overhead``: both processes
+pinned to one core and loaded at once (wrk for REST, ghz for gRPC, small orders at saturation)
+from the other, each scraped as the lab's Prometheus scrapes it, requests per server CPU-second,
+the median of many rounds' ratios over fresh process pairs with its 95 % interval.
 """
 
 from __future__ import annotations
@@ -44,12 +47,15 @@ from wirelab_bench.perf.svcprocs import (
 
 SERVICES = {"rest": REPO / "node/src/rest/main.js", "grpc": REPO / "node/src/grpc/main.js"}
 ECHOES = {"rest": REPO / "node/scripts/echo-rest.js", "grpc": REPO / "node/scripts/echo-grpc.js"}
+FLOORS = {"rest": REPO / "node/scripts/floor-rest.js", "grpc": REPO / "node/scripts/floor-grpc.js"}
 # What each comparison sets against what, and the goal of the first over the second.
 COMPARISONS = {
     "metrics": ("prom-client on / off", 0.95),
     "echo": ("service / bare echo server", 0.90),
     "runtimes": ("Node.js / Python", None),
     "workers": ("N workers / 1 (one core)", None),
+    "floor": ("least order server / bare echo server", None),
+    "conforming": ("service / least order server", None),
 }
 KNOBS = (
     ("compare", str, "metrics,echo,runtimes", "comparisons to run, comma separated: "
@@ -116,6 +122,11 @@ def variants(
         return ("service", node_service("on")), (
             "echo", lambda: node_process(node, protocol, echo, None)
         )  # fmt: skip
+    if comparison in ("floor", "conforming"):
+        floor = ("floor", lambda: node_process(node, protocol, FLOORS[protocol], None))
+        if comparison == "floor":
+            return floor, ("echo", lambda: node_process(node, protocol, ECHOES[protocol], None))
+        return ("service", node_service("on")), floor
     if comparison == "workers":
         return (f"{workers} workers", node_service("on", workers)), ("1 worker", node_service("on"))
     return ("node", node_service("on")), ("python", lambda: service(protocol, SERVER_CPU))
