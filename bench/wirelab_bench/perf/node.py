@@ -66,8 +66,8 @@ KNOBS = (
     ("seconds", int, 2, "length of one measured run (whole seconds: wrk needs them)"),
     # V8 compiles the hot paths as they run: after the Python benchmark's 2 s the first measured
     # round of each pair read prom-client on/off 0.76 (REST) and 0.895 (gRPC) at the median, the
-    # second 0.964 and 0.958 (27 Nov, 64 rounds over 32 pairs), and 8-round pairs settled from
-    # their third round on (6 s of load).
+    # second 0.964 and 0.958 (27 Nov, 64 rounds over 32 pairs), and two 8-round pairs settled
+    # from their fourth round on (8 s of load, the warm-up included).
     ("warmup", int, 8, "seconds each fresh process pair is loaded before its rounds, unmeasured"),
     ("connections", int, 32, "concurrent connections (wrk) / concurrent calls (ghz), per process"),
     ("ghz", str, "", "path of the ghz binary (default: PATH, then ~/go/bin/ghz)"),
