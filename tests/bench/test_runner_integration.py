@@ -105,7 +105,13 @@ def test_tidy_table_has_sane_values(finished: tuple[int, Path]) -> None:
     unary = tidy[tidy.kind == "unary"]
     assert unary.payload_bytes_per_s.map(math.isnan).all()
     assert tidy.container_cpu_s_per_request.isna().all()  # no cAdvisor without Prometheus
-    assert not tidy.generator_saturated.any()
+    # One user runs its calls back to back, so on a loaded machine a Locust process can reach
+    # 90 % of a core (CI saw it once, on a stream cell): the run must then mark the cell, not
+    # hide it. Whether it does on a quiet machine is not this test's business.
+    assert tidy.generator_cpu_ratio.between(0, 2, inclusive="neither").all(), (
+        tidy.generator_cpu_ratio
+    )
+    assert tidy.generator_saturated[tidy.generator_cpu_ratio >= 0.9].all()
     # The runner reads two pages a second: a small share of a core, never nothing.
     assert tidy.runner_cpu_ratio.between(0, 0.5, inclusive="neither").all(), tidy.runner_cpu_ratio
     assert set(tidy.client_source) == {"scrape"} and set(tidy.server_source) == {"scrape"}

@@ -144,3 +144,17 @@ def test_container_columns_unknown_when_no_cadvisor_scrape_fell_in_the_window(
     row = build_row(Window(cell, 0.0, 2.0, server=server, containers=still), Gates())
     assert math.isnan(row["container_cpu_s_per_request"])
     assert math.isnan(row["container_net_bytes_per_request"])
+
+
+@pytest.mark.parametrize(
+    ("cpu", "flag", "saturated"),
+    [(0.5, None, False), (0.95, None, True), (0.5, 1.0, True), (0.5, 0.0, False)],
+)
+def test_generator_saturated_from_its_cpu_or_locusts_own_flag(
+    tmp_path: Path, cpu: float, flag: float | None, saturated: bool
+) -> None:
+    cell = _scenario(tmp_path)[0]
+    peaks = {} if flag is None else {key("client_saturated", {"instance_name": "w1"}): flag}
+    row = build_row(Window(cell, 0.0, 2.0, peaks=peaks, generator_cpu_ratio=cpu), Gates())
+    assert row["generator_saturated"] is saturated
+    assert row["generator_cpu_ratio"] == cpu
