@@ -503,7 +503,9 @@ def claims() -> list[str]:
     unary = tidy[(tidy.kind == "unary") & (tidy.error_pct < 1)]
     # Small-call latency leads with the precise generator where the run has it (Locust's own
     # client adds milliseconds per call, docs/locust.md); Locust's figures follow, labelled.
-    timed = unary[unary.generator == "loadgen"] if (unary.generator == "loadgen").any() else unary
+    # An open loop that dropped calls or fell behind its rate was past its knee: not light load.
+    kept = unary[unary.on_time.ne(False)] if "on_time" in unary else unary
+    timed = kept[kept.generator == "loadgen"] if (kept.generator == "loadgen").any() else kept
     by = unary.groupby("protocol")
     failed = {"rest", "grpc"} & set(tidy[tidy.kind == "unary"].protocol) - set(unary.protocol)
     if failed:
@@ -516,7 +518,7 @@ def claims() -> list[str]:
             who = GENERATOR_NAMES[timed.generator.iloc[0]]
             beside = ""
             locust = unary[(unary.generator == "locust") & (unary.users == users)]
-            if timed is not unary and {"rest", "grpc"} <= set(locust.protocol):
+            if (timed.generator == "loadgen").all() and {"rest", "grpc"} <= set(locust.protocol):
                 slow = locust.groupby("protocol")["client_p50_ms"].mean()
                 beside = f" (Locust timed REST {slow['rest']:.3f} ms, gRPC {slow['grpc']:.3f} ms)"
             out.append(
@@ -592,6 +594,73 @@ else:
         ratio = (p50["grpc"] / p50["rest"]).unstack("generator")[order]
         say("gRPC/REST median latency, per generator:")
         display(ratio.rename(columns=GENERATOR_NAMES).round(3))
+
+# %% [markdown]
+# ## Open loop: latency against the rate answered, to the knee
+# Loads with a `rate` in a `generator = "loadgen"` group ran open loop (docs/bench.md): calls
+# start on a schedule whatever the service does, each timed from its intended start, and a call
+# that finds every worker busy is dropped and counted, never started late. Per series (protocol,
+# runtime, network, arrivals) and offered rate, repetitions averaged: calls answered per second,
+# client p50 and p99, the share of the schedule dropped, and whether every repetition was served
+# on time (nothing dropped, at least 95 % of the offered rate answered). The **knee** is the
+# highest offered rate served on time below the first that was not; the plot draws p50 and p99
+# against the rate answered with each knee ringed. Past it the service's queue, not the
+# protocol, sets the latency.
+
+
+# %%
+def knee(part: pd.DataFrame) -> float:
+    """The highest offered rate served on time before the first that was not (NaN: none was)."""
+    last = math.nan
+    for rate, ok in part.sort_values("target_rate")[["target_rate", "on_time"]].itertuples(
+        index=False
+    ):
+        if not ok:
+            break
+        last = rate
+    return last
+
+
+OPEN_KEYS = ["protocol", "runtime", "network", "arrivals"]
+if HAVE and "on_time" in tidy:
+    OPEN = tidy[(tidy.generator == "loadgen") & tidy.target_rate.notna()].copy()
+    OPEN["on_time"] = OPEN["on_time"].eq(True)
+else:
+    OPEN = tidy.iloc[0:0]
+if OPEN.empty:
+    say("This run has no open-loop cells. `wirelab bench openloop` sweeps offered rates.")
+else:
+    figures = ["requests_per_s", "client_p50_ms", "client_p99_ms", "dropped_pct"]
+    sweep = OPEN.groupby([*OPEN_KEYS, "target_rate"]).agg(
+        {**{f: "mean" for f in figures}, "on_time": "all"}
+    )
+    display(sweep.round(3))
+    knees = sweep.reset_index().groupby(OPEN_KEYS)[["target_rate", "on_time"]].apply(knee)
+    # Only the keys that vary name a series: most runs sweep one runtime, network and process.
+    varying = [k for k in OPEN_KEYS if OPEN[k].nunique() > 1] or ["protocol"]
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for key, part in sweep.reset_index().groupby(OPEN_KEYS):
+        named = dict(zip(OPEN_KEYS, key, strict=True))
+        label = " ".join(str(named[k]) for k in varying)
+        color = COLORS.get(named["protocol"])
+        part = part.sort_values("target_rate")
+        for column, style in (("client_p50_ms", "-"), ("client_p99_ms", "--")):
+            ax.plot(part["requests_per_s"], part[column], style, marker="o", color=color,
+                    label=f"{label} {column[7:10]}")  # fmt: skip
+        at = part[part.target_rate == knees[key]]
+        ax.scatter(at["requests_per_s"], at["client_p99_ms"], s=160, facecolors="none",
+                   edgecolors=color, linewidths=1.5)  # fmt: skip
+    ax.set_yscale("log")
+    ax.set_xlabel("calls answered per second")
+    ax.set_ylabel("client latency from the intended start (ms)")
+    ax.legend(fontsize=7)
+    save(fig, "openloop_knee")
+    for key, rate in knees.items():
+        named = dict(zip(OPEN_KEYS, key, strict=True))
+        label = " ".join(str(named[k]) for k in varying)
+        say(f"Knee, {label}: " + (f"{rate:g} calls/s offered" if rate == rate else
+            "none: the lowest rate offered was already not served on time"))  # fmt: skip
+
 
 # %% [markdown]
 # ## Topologies: end to end, above the work floor, hop by hop

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shlex
 import socket
 import time
@@ -159,6 +160,8 @@ def measure(
         generator_cpu_ratio=(cpu1 - cpu0) / (t1 - t0),
         runner_cpu_ratio=(own1 - own0) / (t1 - t0),
     )
+    if g.generator == "loadgen":
+        window.schedule = _summary(base.with_suffix(".summary.json"))
     if server0 is not None and server1 is not None:
         window.server, window.sources["server"] = delta(server0, server1), "scrape"
     elif server_url:
@@ -173,6 +176,15 @@ def measure(
     if lab.prometheus is not None:
         _from_prometheus(window, lab, lab.prometheus, run_dir)
     return window, histogram_rows(window)
+
+
+def _summary(path: Path) -> dict[str, Any] | None:
+    """wirelab-loadgen's summary, written as it stops; None if it wrote none (it was killed)."""
+    try:
+        summary: dict[str, Any] = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return summary
 
 
 def _wait(

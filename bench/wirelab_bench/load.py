@@ -92,13 +92,17 @@ NOTE_WORDS = next(default for flag, _, default, _, _ in OPTIONS if flag == "note
 def loadgen_command(cell: Cell, target: Target, binary: str, summary: Path) -> list[str]:
     """wirelab-loadgen's command line for a unary ``cell``: the order Locust's users send (same
     work, same note), from ``users`` workers: a closed loop, or with the load's rate an open
-    loop at that rate (Locust paces its users to it instead). Its client series are served on
-    the cell's metrics port, as a Locust child's are; ``summary`` gets its own figures."""
+    loop at that rate with the group's arrivals (Locust paces its users to it instead). Its
+    client series are served on the cell's metrics port, as a Locust child's are; ``summary``
+    gets its own figures (the schedule's drops and start lag among them)."""
     g, load = cell.group, cell.load
     body = order_request(g.work_ms, NOTE_WORDS)
     address = target.rest_url if cell.protocol == "rest" else target.grpc_target
-    rate = [] if load.rate is None else ["-rate", f"{load.rate:g}"]
-    mode = ["-mode", "open" if rate else "closed", *rate]
+    mode = ["-mode", "closed"]
+    if load.rate is not None:
+        # Each repetition draws its own Poisson schedule, the same in every run of the scenario.
+        mode = ["-mode", "open", "-rate", f"{load.rate:g}", "-arrivals", g.arrivals]
+        mode += ["-seed", str(cell.repetition + 1)]
     mode += ["-fail-over-ms", f"{g.failure_threshold_ms:g}"]
     mode += ["-metrics-addr", f"127.0.0.1:{target.metrics_port}", "-summary", str(summary)]
     seconds = g.warmup_s + g.duration_s + SAFETY_SECONDS

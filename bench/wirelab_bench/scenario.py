@@ -59,8 +59,12 @@ class Group:
     # node; docs/node.md).
     runtimes: tuple[str, ...] = ("python",)
     # Which load generator drives the group's cells (GENERATORS): its users are Locust's users or
-    # wirelab-loadgen's closed-loop workers, paced alike when a load has a rate.
+    # wirelab-loadgen's workers. With a load's rate Locust paces its users (a closed loop still);
+    # wirelab-loadgen starts calls on a schedule whatever the service does (an open loop).
     generator: str = "locust"
+    # wirelab-loadgen's open-loop arrivals (wirelab_bench.loadgen.ARRIVALS): evenly spaced, or a
+    # Poisson process; Locust has no schedule to shape.
+    arrivals: str = "constant"
 
     @property
     def hops_network(self) -> str:
@@ -98,6 +102,8 @@ class Cell:
         # The Python services' cells keep the names they had before runtimes were a dimension.
         runtime = "" if self.runtime == "python" else f"_{self.runtime}"
         generator = "" if g.generator == "locust" else f"_{g.generator}"
+        if g.arrivals != "constant":
+            generator += f"-{g.arrivals}"
         return (
             f"{self.index:03d}_{self.protocol}{runtime}_{self.kind}_{self.load.label}"
             f"_{self.payload_bytes}b{network}{generator}_r{self.repetition}"

@@ -11,6 +11,7 @@ from typing import Any
 from wirelab.contract import ALL_KINDS, ARMS, EDGE_PROTOCOLS
 
 from wirelab_bench.knobs import NETWORK_PROFILES
+from wirelab_bench.loadgen import ARRIVALS
 from wirelab_bench.network import DIRECT, NetworkError, load_profiles
 from wirelab_bench.scenario import (
     GENERATOR_KINDS,
@@ -45,6 +46,7 @@ _GROUP_KEYS = {
     "hop_network": str,
     "runtimes": list,
     "generator": str,
+    "arrivals": str,
 }
 _TOP_KEYS = {
     "description": str,
@@ -69,6 +71,7 @@ _DEFAULTS: dict[str, Any] = {
     "hop_network": "",
     "runtimes": ["python"],
     "generator": "locust",
+    "arrivals": "constant",
 }
 
 
@@ -198,6 +201,14 @@ def _group(m: dict[str, Any], at: str, networks: Collection[str]) -> Group:
             f"{at}: generator {m['generator']} sends the small order call only"
             f" (kinds {', '.join(sorted(only))}); got {', '.join(kinds)}"
         )
+    if m["arrivals"] not in ARRIVALS:
+        known = ", ".join(ARRIVALS)
+        raise ScenarioError(f"{at}: unknown arrivals {m['arrivals']!r} (known: {known})")
+    if m["arrivals"] != "constant" and m["generator"] != "loadgen":
+        raise ScenarioError(
+            f"{at}: arrivals {m['arrivals']} needs generator loadgen (an open loop); Locust paces"
+            " its users evenly"
+        )
     if m["generator"] == "loadgen" and "amqp" in protocols:
         raise ScenarioError(f"{at}: generator loadgen calls the rest and grpc arms, not amqp")
     if m["stream_count"] < 1:
@@ -225,6 +236,7 @@ def _group(m: dict[str, Any], at: str, networks: Collection[str]) -> Group:
         hop_network=m["hop_network"],
         runtimes=runtimes,
         generator=m["generator"],
+        arrivals=m["arrivals"],
     )
 
 

@@ -34,6 +34,8 @@ class Window:
     # The runner's own CPU over the window (its scrapes and samples run on the machine measured).
     runner_cpu_ratio: float = NAN
     sources: dict[str, str] = field(default_factory=dict)
+    # wirelab-loadgen's summary of its run (warm-up included): how its open loop kept the schedule.
+    schedule: dict[str, Any] | None = None
 
 
 def _ratio(num: float, den: float) -> float:
@@ -125,6 +127,7 @@ def build_row(
     else:
         row["messages_per_s"] = NAN
     row["payload_bytes_per_s"] = _ratio(ok * payload_per_call(c), s)
+    row |= schedule_columns(c, w.schedule, row["requests_per_s"])
     row["generator_cpu_ratio"] = w.generator_cpu_ratio
     saturated_flag = total(w.peaks, "client_saturated") if w.peaks else 0.0
     row["generator_saturated"] = bool(w.generator_cpu_ratio >= 0.9 or saturated_flag >= 1)
@@ -135,6 +138,36 @@ def build_row(
     row["notes"] = w.sources.get("prometheus_errors", "")
     row |= gate_verdict(row, gates)
     return row
+
+
+def schedule_columns(
+    cell: Cell, summary: dict[str, Any] | None, answered_per_s: float
+) -> dict[str, Any]:
+    """An open-loop cell's schedule as wirelab-loadgen kept it: the arrivals, the calls it
+    scheduled and dropped (no worker free at the intended start: never started late), their
+    share, the p99 of how late workers started the others, and ``on_time``: nothing dropped and
+    at least 95 % of the offered rate answered in the window. The counts are the generator's
+    whole run, warm-up included (its summary); the answered rate is the window's. Empty for a
+    closed loop, and for a run that wrote no summary."""
+    rate = cell.load.rate if cell.group.generator == "loadgen" else None
+    if rate is None or summary is None:
+        return {
+            "arrivals": cell.group.arrivals if rate is not None else "",
+            "scheduled": NAN,
+            "dropped": NAN,
+            "dropped_pct": NAN,
+            "start_lag_p99_ms": NAN,
+            "on_time": None,
+        }
+    scheduled, dropped = summary["scheduled"], summary["dropped"]
+    return {
+        "arrivals": cell.group.arrivals,
+        "scheduled": scheduled,
+        "dropped": dropped,
+        "dropped_pct": 100 * _ratio(dropped, scheduled),
+        "start_lag_p99_ms": summary["start_lag_ms"]["p99"],
+        "on_time": bool(dropped == 0 and answered_per_s >= 0.95 * rate),
+    }
 
 
 def service_of(cell: Cell) -> str:

@@ -27,6 +27,12 @@ loads = [{ label = "two", users = 2 }, { label = "paced", users = 4, rate = 100 
 [[groups]]
 name = "precise"
 generator = "loadgen"
+# One worker cannot start 3,000 calls a second: the open loop drops what finds it busy.
+loads = [
+  { label = "two", users = 2 },
+  { label = "paced", users = 4, rate = 100 },
+  { label = "over", users = 1, rate = 3000 },
+]
 
 [[groups]]
 name = "locust"
@@ -51,8 +57,8 @@ def test_loadgen_cells_have_locusts_columns_and_agree_with_the_server(
     manifest = json.loads((run / "manifest.json").read_text())
     assert code == 0 and manifest["status"] == "complete", manifest.get("gates")
     tidy = pd.read_csv(run / "tidy.csv")
-    assert sorted(tidy.generator.unique()) == ["loadgen", "locust"] and len(tidy) == 8
-    precise = tidy[tidy.generator == "loadgen"]
+    assert sorted(tidy.generator.unique()) == ["loadgen", "locust"] and len(tidy) == 10
+    precise = tidy[(tidy.generator == "loadgen") & (tidy.load != "over")]
     assert set(precise.client_source) == {"scrape"} and (precise.error_pct == 0).all()
     assert precise.client_p50_ms.notna().all() and precise.client_p99_ms.notna().all()
     # Both ends count the same calls over the window, give or take those in flight at its ends.
@@ -68,6 +74,25 @@ def test_loadgen_cells_have_locusts_columns_and_agree_with_the_server(
         assert summary["answered"] > 0 and summary["failed"] == 0
 
 
+def test_open_loop_cells_account_for_their_schedule(finished: tuple[int, Path]) -> None:
+    _, run = finished
+    tidy = pd.read_csv(run / "tidy.csv")
+    open_loop = tidy[(tidy.generator == "loadgen") & tidy.target_rate.notna()]
+    assert set(open_loop.arrivals) == {"constant"} and len(open_loop) == 4
+    for row in open_loop.itertuples():
+        summary = json.loads((run / "locust" / f"{row.cell_id}.summary.json").read_text())
+        assert (row.scheduled, row.dropped) == (summary["scheduled"], summary["dropped"])
+        assert row.dropped_pct == pytest.approx(100 * row.dropped / row.scheduled)
+        assert row.start_lag_p99_ms >= 0
+    paced = open_loop[open_loop.load == "paced"]
+    assert (paced.dropped_pct < 5).all(), paced.dropped_pct
+    over = open_loop[open_loop.load == "over"]
+    assert (over.dropped > 0).all() and not over.on_time.astype(bool).any()
+    # Closed loops keep no schedule: their schedule columns are empty, not zero.
+    closed = tidy[tidy.target_rate.isna() | (tidy.generator == "locust")]
+    assert closed.scheduled.isna().all() and closed.on_time.isna().all()
+
+
 def test_the_report_leads_small_call_latency_with_the_precise_generator(
     finished: tuple[int, Path],
 ) -> None:
@@ -75,6 +100,8 @@ def test_the_report_leads_small_call_latency_with_the_precise_generator(
     text = render(run).read_text()
     assert "gRPC/REST median latency, per generator" in text
     assert "timed by wirelab-loadgen (precise)" in text and "Locust timed REST" in text
+    assert "Knee, rest:" in text and "Knee, grpc:" in text
+    assert (run / "openloop_knee.png").stat().st_size > 10_000
     nb = json.loads((run / "report.ipynb").read_text())
     errors = [o for c in nb["cells"] for o in c.get("outputs", []) if o["output_type"] == "error"]
     assert not errors

@@ -88,6 +88,14 @@ def test_rest_only_kinds_get_no_grpc_cell_and_unary_no_payload(tmp_path: Path) -
             'protocols = ["grpc", "amqp"]\ngenerator = "loadgen"\n',
             "generator loadgen calls the rest and grpc arms, not amqp",
         ),
+        (
+            'kinds = ["unary"]\nloads = [{users = 1}]\ngenerator = "loadgen"\narrivals = "burst"\n',
+            "unknown arrivals 'burst' (known: constant, poisson)",
+        ),
+        (
+            'kinds = ["unary"]\nloads = [{users = 1, rate = 5}]\narrivals = "poisson"\n',
+            "arrivals poisson needs generator loadgen",
+        ),
     ],
 )
 def test_bad_scenarios_say_what_is_wrong(tmp_path: Path, text: str, message: str) -> None:
@@ -109,6 +117,20 @@ def test_a_groups_generator_names_its_cells_and_defaults_to_locust() -> None:
     assert ids[0] == "000_rest_unary_one_0b_loadgen_r0" and len(set(ids)) == len(ids)
     assert sum("_loadgen_" in i for i in ids) == len(ids) // 2
     assert load_scenario(SCENARIOS / "smoke.toml").groups[0].generator == "locust"
+
+
+def test_the_open_loop_sweep_offers_ascending_rates_to_both_protocols_each_process() -> None:
+    cells = load_scenario(SCENARIOS / "openloop.toml").cells()
+    assert {c.group.generator for c in cells} == {"loadgen"}
+    assert {c.group.arrivals for c in cells} == {"constant", "poisson"}
+    for arrivals in ("constant", "poisson"):
+        for protocol in ("rest", "grpc"):
+            rates = [
+                c.load.rate or 0.0
+                for c in cells
+                if c.protocol == protocol and c.group.arrivals == arrivals and c.repetition == 0
+            ]
+            assert len(rates) >= 5 and rates == sorted(rates) and min(rates) > 0, rates
 
 
 def test_resolve_by_name_or_path(tmp_path: Path) -> None:
