@@ -17,6 +17,10 @@ OPTIONS: tuple[tuple[str, type, Any, str, bool], ...] = (
     ("protocols", str, "rest,grpc",
      "arms to run, comma separated: rest, grpc, amqp (the order chain's AMQP arm, unary only)",
      True),
+    ("rest-http", str, "1.1",
+     "REST over 1.1 (geventhttpclient) or h2c: cleartext HTTP/2 with prior knowledge (httpx + h2),"
+     " for the REST service on Granian (WIRELAB_REST_HTTP=2); bidi stays a WebSocket on 1.1",
+     True),
     ("mix", str, "unary=10,server_stream=2,bidi=2,upload=1,upload_chunked=1,upload_json=1,"
      "download=1,download_chunked=1,download_json=1",
      "task weights per kind, kind=weight comma separated; 0 or missing disables a kind", True),
@@ -89,6 +93,17 @@ def parse_protocols(text: str) -> tuple[str, ...]:
     return chosen
 
 
+# The REST user's transports (--rest-http).
+REST_HTTP = ("1.1", "h2c")
+
+
+def parse_rest_http(text: str) -> str:
+    value = str(text).strip()
+    if value not in REST_HTTP:
+        raise ValueError(f"--rest-http: expected one of {', '.join(REST_HTTP)}, got {text!r}")
+    return value
+
+
 def _flag(value: object) -> bool:
     # The web UI sends strings, so booleans travel as text and are parsed here.
     return str(value).strip().lower() in ("1", "true", "yes", "on")
@@ -99,6 +114,7 @@ class Knobs:
     """The request-shaping options as one typed value, read when a user starts."""
 
     rest_host: str
+    rest_http: str
     grpc_target: str
     amqp_target: str
     work_ms: int
@@ -129,6 +145,7 @@ class Knobs:
     def from_options(cls, options: Any, host: str | None) -> Knobs:
         return cls(
             rest_host=(options.rest_host or host or host_url("rest")).rstrip("/"),
+            rest_http=parse_rest_http(options.rest_http),
             grpc_target=options.grpc_target,
             amqp_target=options.amqp_target,
             work_ms=int(options.work_ms),

@@ -1,4 +1,5 @@
-"""REST users: FastHttpUser connections read incrementally, WebSocket ping-pong, timed like gRPC."""
+"""REST users: FastHttpUser connections (or HTTP/2 over httpx) read incrementally, WebSocket
+ping-pong, timed like gRPC."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import httpx
 import websocket
 from geventhttpclient._parser import HTTPParseError
 from geventhttpclient.url import URL
@@ -17,6 +19,7 @@ from wirelab.contract import http_outcome
 
 from locust import FastHttpUser
 from wirelab_locust import content
+from wirelab_locust.h2 import H2Response, h2c_client
 from wirelab_locust.lab import LabUserMixin
 from wirelab_locust.timing import Call, CallError, WrongAnswer
 
@@ -83,6 +86,10 @@ class RestLabUser(LabUserMixin, FastHttpUser):
         # and gRPC set TCP_NODELAY; this hook is the one geventhttpclient offers for it.
         self.http._connection_pool.after_connect = _no_delay  # type: ignore[method-assign]
         self.prefix = url.path.rstrip("/")
+        self.h2: httpx.Client | None = None
+        self.h2_open: list[H2Response] = []
+        if self.knobs.rest_http == "h2c":
+            self.h2 = h2c_client(self.knobs.rest_host, self.knobs.call_timeout)
         self.ws_url = "ws" + self.knobs.rest_host.removeprefix("http") + "/v1/pingpong"
         order = content.order(id(self), self.knobs.note_words)
         self.order_items = content.expected_totals(order)
@@ -102,21 +109,35 @@ class RestLabUser(LabUserMixin, FastHttpUser):
         except websocket.WebSocketBadStatusException as error:
             status = int(error.status_code)
             call.finish(CallError(http_outcome(status), str(status), str(error)))
-        except websocket.WebSocketTimeoutException as error:
+        except (websocket.WebSocketTimeoutException, httpx.TimeoutException) as error:
             call.finish(CallError("timeout", "timeout", str(error)))
-        except (HTTPParseError, websocket.WebSocketException) as error:
-            call.finish(CallError("connection_error", "closed", str(error)))
+        except (HTTPParseError, websocket.WebSocketException, httpx.TransportError) as error:
+            call.finish(CallError("connection_error", "closed", str(error) or repr(error)))
         except Exception as error:
             call.finish(error)
         else:
             call.finish()
+        finally:
+            # An HTTP/2 stream the call left unread (an error, a wrong answer) is reset, so
+            # the connection's next call does not queue behind it.
+            while self.h2_open:
+                self.h2_open.pop().response.close()
+
+    def on_stop(self) -> None:
+        if self.h2 is not None:
+            self.h2.close()
 
     def _request(
         self, call: Call, method: str, path: str, body: Any, headers: dict[str, str]
     ) -> Any:
         if isinstance(body, bytes):
             call.sent(len(body))
-        response = self.http.request(method, self.prefix + path, body=body, headers=headers)
+        if self.h2 is not None:
+            request = self.h2.build_request(method, path, content=body or None, headers=headers)
+            response: Any = H2Response(self.h2.send(request, stream=True))
+            self.h2_open.append(response)
+        else:
+            response = self.http.request(method, self.prefix + path, body=body, headers=headers)
         status = response.status_code
         if status >= 400:
             raise CallError(
