@@ -639,13 +639,17 @@ else:
     # Only the keys that vary name a series: most runs sweep one runtime, network and process.
     varying = [k for k in OPEN_KEYS if OPEN[k].nunique() > 1] or ["protocol"]
     fig, ax = plt.subplots(figsize=(7, 4))
+    # A protocol's colour, a series' marker (its place among the protocol's), a percentile's line.
+    shown: dict[str, int] = {}
     for key, part in sweep.reset_index().groupby(OPEN_KEYS):
         named = dict(zip(OPEN_KEYS, key, strict=True))
         label = " ".join(str(named[k]) for k in varying)
         color = COLORS.get(named["protocol"])
+        place = shown[named["protocol"]] = shown.get(named["protocol"], -1) + 1
+        marker = "osD^v"[place % 5]
         part = part.sort_values("target_rate")
         for column, style in (("client_p50_ms", "-"), ("client_p99_ms", "--")):
-            ax.plot(part["requests_per_s"], part[column], style, marker="o", color=color,
+            ax.plot(part["requests_per_s"], part[column], style, marker=marker, color=color,
                     label=f"{label} {column[7:10]}")  # fmt: skip
         at = part[part.target_rate == knees[key]]
         ax.scatter(at["requests_per_s"], at["client_p99_ms"], s=160, facecolors="none",
