@@ -109,6 +109,9 @@ def say(text: str) -> None:
 # The dashboards' palette (REST blue, gRPC orange, the AMQP arm green); tests/config/test_palette.py
 # holds them equal.
 COLORS = {"rest": "tab:blue", "grpc": "tab:orange", "amqp": "tab:green"}
+# REST over h2c (a group's rest_http, docs/http2.md) is an arm of the report only: the server
+# counts it as "rest", so the dashboards cannot draw it apart.
+COLORS["rest-h2c"] = "tab:cyan"
 
 
 def grid(n: int, cols: int = 3) -> tuple[Figure, list[Axes]]:
@@ -152,6 +155,9 @@ else:
     tidy["generator_saturated"] = tidy["generator_saturated"].astype(bool)
     # Folders from before the generator was a group setting were all Locust's.
     tidy["generator"] = tidy.get("generator", "locust")
+    # REST cells that spoke h2c are their own arm below, never averaged with HTTP/1.1's.
+    if "rest_http" in tidy:
+        tidy.loc[(tidy.protocol == "rest") & (tidy.rest_http == "h2c"), "protocol"] = "rest-h2c"
     COND = ["protocol", "kind", "group", "load", "users", "payload_bytes"]
     show = [
         "protocol", "kind", "load", "payload_bytes", "repetition", "requests_per_s",
@@ -664,6 +670,50 @@ else:
         label = " ".join(str(named[k]) for k in varying)
         say(f"Knee, {label}: " + (f"{rate:g} calls/s offered" if rate == rate else
             "none: the lowest rate offered was already not served on time"))  # fmt: skip
+
+
+# %% [markdown]
+# ## HTTP/2: which effect contributes what
+# Groups with `rest_http = "h2c"` (docs/http2.md) called the REST service over cleartext HTTP/2;
+# the others over HTTP/1.1, the REST service being one process (on Granian, which speaks both,
+# when the lab runs with `WIRELAB_REST_HTTP=2`). For unary cells timed by one generator at one
+# load, three ratios of each figure (repetitions averaged): **HTTP/2 alone** (REST over h2c /
+# REST over 1.1: same JSON, same server), **protobuf and gRPC's stack** (gRPC / REST over h2c:
+# both HTTP/2) and **all of it** (gRPC / REST over 1.1), the product of the other two. Below 1 the
+# second arm needs less (latency, CPU per call); above 1 it answers more (calls per second).
+
+
+# %%
+def effects(frame: pd.DataFrame, figure: str) -> pd.DataFrame:
+    """The three ratios of ``figure`` per generator and load, where all three arms ran."""
+    arms = frame.groupby(["generator", "load", "protocol"])[figure].mean().unstack("protocol")
+    arms = arms.dropna(subset=["rest", "rest-h2c", "grpc"])
+    return pd.DataFrame(
+        {
+            "HTTP/2 alone": arms["rest-h2c"] / arms["rest"],
+            "protobuf and gRPC's stack": arms["grpc"] / arms["rest-h2c"],
+            "all of it": arms["grpc"] / arms["rest"],
+        }
+    )
+
+
+unary_arms = tidy[tidy.kind == "unary"] if HAVE else tidy
+if not HAVE or not {"rest", "rest-h2c", "grpc"} <= set(unary_arms.protocol):
+    say("This run did not time REST over HTTP/1.1, REST over h2c and gRPC: no split of "
+        "the HTTP/2 effect (`wirelab bench http2` on `WIRELAB_REST_HTTP=2 make lab`).")  # fmt: skip
+else:
+    names = {"client_mean_ms": "mean latency", "cpu_s_per_request": "server CPU per call",
+             "ok_per_s": "calls per second"}  # fmt: skip
+    split = pd.concat({name: effects(unary_arms, f) for f, name in names.items()}, axis=1)
+    display(split.round(3))
+    for (generator, load), row in split["mean latency"].iterrows():
+        alone, stack, whole = row.to_numpy()
+        # The larger change, in either direction, is the larger effect.
+        http2_more = abs(math.log(alone)) > abs(math.log(stack))
+        bigger = "HTTP/2 itself" if http2_more else "protobuf with gRPC's stack"
+        say(f"{GENERATOR_NAMES.get(generator, generator)}, load {load}: mean latency times "
+            f"{alone:.3f} from HTTP/2 alone, times {stack:.3f} from protobuf and gRPC's stack "
+            f"(times {whole:.3f} in all): {bigger} moves it more.")  # fmt: skip
 
 
 # %% [markdown]

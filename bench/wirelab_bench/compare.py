@@ -26,8 +26,8 @@ KEY_DEFAULTS: dict[str, Any] = {
     "topology": ONE_HOP, "network": DIRECT, "runtime": "python", "generator": "locust",
 }  # fmt: skip
 KEYS = (
-    "topology", "network", "hop_network", "runtime", "generator", "protocol", "kind", "load",
-    "users", "payload_bytes",
+    "topology", "network", "hop_network", "runtime", "generator", "arrivals", "rest_http",
+    "protocol", "kind", "load", "users", "payload_bytes",
 )  # fmt: skip
 # figure -> +1 when more is better, -1 when less is better
 FIGURES = {
@@ -81,6 +81,14 @@ def _keyed(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
             hops = out["network"] if "network" in out.columns else pd.Series(DIRECT, out.index)
             topology = out["topology"] if "topology" in out.columns else ONE_HOP
             out[k] = hops.where(topology != ONE_HOP, "")
+        elif k == "rest_http" and k not in out.columns:
+            # Before REST had an HTTP/2 arm, every REST cell spoke HTTP/1.1.
+            out[k] = (out["protocol"] == "rest").map({True: "1.1", False: ""})
+        elif k == "arrivals" and k not in out.columns:
+            # Before arrivals were a group setting, wirelab-loadgen's open loops were evenly spaced.
+            paced = out.get("target_rate", pd.Series(math.nan, out.index)).notna()
+            open_loop = paced & (out.get("generator", pd.Series("locust", out.index)) == "loadgen")
+            out[k] = open_loop.map({True: "constant", False: ""})
         elif k not in out.columns:
             out[k] = KEY_DEFAULTS[k]
     # An empty cell reads back as NaN, and NaN never equals itself as a dictionary key.

@@ -36,12 +36,18 @@ class ParityError(AssertionError):
     """The two protocols disagreed; the message says on what."""
 
 
-def check_parity(rest_url: str, grpc_target: str, timeout: float = 30.0) -> list[str]:
-    """Run each check on both protocols; return what was checked, raise ParityError if unequal."""
+def check_parity(
+    rest_url: str, grpc_target: str, timeout: float = 30.0, h2c: bool = False
+) -> list[str]:
+    """Run each check on both protocols; return what was checked, raise ParityError if unequal.
+    With ``h2c`` REST is called over cleartext HTTP/2 (prior knowledge), as h2c cells call it."""
     try:
-        return _check(rest_url, grpc_target, timeout)
+        return _check(rest_url, grpc_target, timeout, h2c)
     except (httpx.HTTPError, grpc.RpcError) as exc:
-        raise ParityError(f"parity check call failed: {type(exc).__name__}: {exc}") from exc
+        hint = " (REST over h2c needs the REST service on Granian: WIRELAB_REST_HTTP=2)"
+        raise ParityError(
+            f"parity check call failed: {type(exc).__name__}: {exc}{hint if h2c else ''}"
+        ) from exc
 
 
 def check_arm_parity(
@@ -63,10 +69,10 @@ def check_arm_parity(
     return [f"unary ({name})"]
 
 
-def _check(rest_url: str, grpc_target: str, timeout: float) -> list[str]:
+def _check(rest_url: str, grpc_target: str, timeout: float, h2c: bool) -> list[str]:
     base = rest_url.rstrip("/")
     with (
-        httpx.Client(base_url=base, timeout=timeout) as http,
+        httpx.Client(base_url=base, timeout=timeout, http1=not h2c, http2=h2c) as http,
         grpc.insecure_channel(grpc_target) as channel,
     ):
         stub = pb_grpc.WireLabStub(channel)

@@ -165,6 +165,8 @@ def run(scenario: Scenario, knobs: Knobs) -> tuple[int, Path]:
     code, phase = EXIT_OK, "preflight"
     network: Network | None = None
     arms = _arms(scenario)
+    # Cells calling the Python REST service over h2c: parity is checked over h2c too.
+    h2c = any(c.protocol == "rest" and c.group.rest_http == "h2c" for c in cells)
     protocols = arms.get("python", ())
     try:
         lab = _lab(knobs, reasons, scenario.topology, arms)
@@ -200,7 +202,7 @@ def run(scenario: Scenario, knobs: Knobs) -> tuple[int, Path]:
             phase = f"{cell.cell_id}: health"
             _wait_healthy(knobs, arms)
             phase = f"{cell.cell_id}: parity"
-            manifest["parity"] = _parity(knobs, arms)
+            manifest["parity"] = _parity(knobs, arms, h2c)
             phase = f"{cell.cell_id}: measure"
 
             def tick(step: str, step_left: float, c: Cell = cell, t0: float = started) -> None:
@@ -265,14 +267,18 @@ def _wait_healthy(knobs: Knobs, arms: dict[str, tuple[str, ...]]) -> None:
         wait_healthy(knobs.node_rest_url, knobs.node_grpc_target, node, knobs.health_timeout_s)
 
 
-def _parity(knobs: Knobs, arms: dict[str, tuple[str, ...]]) -> list[str]:
+def _parity(knobs: Knobs, arms: dict[str, tuple[str, ...]], h2c: bool = False) -> list[str]:
     """Before every cell: the arms and runtimes measured give the same answers to the same
-    inputs (REST and gRPC of each runtime; the gRPC order through the AMQP arm and through the
-    Node.js service as through the Python gRPC service)."""
+    inputs (REST and gRPC of each runtime, REST over h2c too when ``h2c`` cells call it so; the
+    gRPC order through the AMQP arm and through the Node.js service as through the Python gRPC
+    service)."""
     python, node = set(arms.get("python", ())), set(arms.get("node", ()))
     checked = []
     if {"rest", "grpc"} <= python:
         checked += check_parity(knobs.rest_url, knobs.grpc_target)
+        if h2c:
+            h2 = check_parity(knobs.rest_url, knobs.grpc_target, h2c=True)
+            checked += [f"{c} (REST over h2c)" for c in h2]
     if {"grpc", "amqp"} <= python:
         checked += check_arm_parity(knobs.grpc_target, knobs.amqp_target, "amqp")
     if {"rest", "grpc"} <= node:

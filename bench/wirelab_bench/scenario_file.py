@@ -16,6 +16,7 @@ from wirelab_bench.network import DIRECT, NetworkError, load_profiles
 from wirelab_bench.scenario import (
     GENERATOR_KINDS,
     GENERATORS,
+    REST_HTTP,
     RUNTIMES,
     Gates,
     Group,
@@ -47,6 +48,7 @@ _GROUP_KEYS = {
     "runtimes": list,
     "generator": str,
     "arrivals": str,
+    "rest_http": str,
 }
 _TOP_KEYS = {
     "description": str,
@@ -72,6 +74,7 @@ _DEFAULTS: dict[str, Any] = {
     "runtimes": ["python"],
     "generator": "locust",
     "arrivals": "constant",
+    "rest_http": "1.1",
 }
 
 
@@ -209,6 +212,13 @@ def _group(m: dict[str, Any], at: str, networks: Collection[str]) -> Group:
             f"{at}: arrivals {m['arrivals']} needs generator loadgen (an open loop); Locust paces"
             " its users evenly"
         )
+    if m["rest_http"] not in REST_HTTP:
+        known = ", ".join(REST_HTTP)
+        raise ScenarioError(f"{at}: unknown rest_http {m['rest_http']!r} (known: {known})")
+    if m["rest_http"] != "1.1" and "node" in runtimes and "rest" in protocols:
+        raise ScenarioError(
+            f"{at}: rest_http {m['rest_http']}: the Node.js REST service speaks HTTP/1.1 only"
+        )
     if m["generator"] == "loadgen" and "amqp" in protocols:
         raise ScenarioError(f"{at}: generator loadgen calls the rest and grpc arms, not amqp")
     if m["stream_count"] < 1:
@@ -237,6 +247,7 @@ def _group(m: dict[str, Any], at: str, networks: Collection[str]) -> Group:
         runtimes=runtimes,
         generator=m["generator"],
         arrivals=m["arrivals"],
+        rest_http=m["rest_http"],
     )
 
 

@@ -83,6 +83,8 @@ def build_row(
         "hop_network_rtt_ms": hop["rtt_ms"],
         "runtime": c.runtime,
         "generator": c.group.generator,
+        # REST cells: the HTTP they spoke (1.1 or h2c); empty for the other protocols.
+        "rest_http": c.group.rest_http if c.protocol == "rest" else "",
         "protocol": c.protocol,
         "kind": c.kind,
         "load": c.load.label,

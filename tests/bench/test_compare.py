@@ -107,6 +107,25 @@ def test_hop_links_profile_is_a_key_and_older_topology_runs_carried_the_edges() 
     assert cmp.compare(same, other).empty
 
 
+def test_rest_http_and_arrivals_are_keys_and_older_runs_had_their_defaults() -> None:
+    older = pd.DataFrame(_rows("rest", [100] * 3, [5] * 3) + _rows("grpc", [90] * 3, [6] * 3))
+    h1 = _rows("rest", [100] * 3, [5] * 3, rest_http="1.1")
+    h2 = _rows("rest", [80] * 3, [4] * 3, rest_http="h2c")
+    grpc = _rows("grpc", [90] * 3, [6] * 3, rest_http="")
+    both = pd.DataFrame(h1 + h2 + grpc)
+    table = cmp.compare(older, both)
+    # The older run's REST cells spoke HTTP/1.1: they match those, never the h2c ones.
+    assert set(zip(table.protocol, table.rest_http, strict=True)) == {("rest", "1.1"), ("grpc", "")}
+    assert set(table[table.figure == "requests_per_s"].mean_b) == {100.0, 90.0}
+    assert any("rest_http=h2c" in u for u in cmp.unmatched(older, both)[1])
+    paced = {"generator": "loadgen", "target_rate": 500.0}
+    before = pd.DataFrame(_rows("rest", [100] * 3, [5] * 3, **paced))
+    poisson = pd.DataFrame(_rows("rest", [100] * 3, [5] * 3, **paced, arrivals="poisson"))
+    constant = pd.DataFrame(_rows("rest", [100] * 3, [5] * 3, **paced, arrivals="constant"))
+    assert cmp.compare(before, poisson).empty
+    assert len(cmp.compare(before, constant)) == len(cmp.FIGURES)
+
+
 def test_ratio_and_student_t_intervals() -> None:
     a = pd.DataFrame(_rows("rest", [98, 100, 102], [5, 5, 5]))
     b = pd.DataFrame(_rows("rest", [108, 110, 112], [5, 5, 5]))

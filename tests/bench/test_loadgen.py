@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from wirelab_bench.load import Target, loadgen_command
+from wirelab_bench.load import Target, loadgen_command, locust_command
 from wirelab_bench.loadgen import (
     BINARY,
     CONTRACT,
@@ -246,5 +246,29 @@ def test_the_runner_drives_a_loadgen_cell_as_a_locust_child_closed_or_at_its_rat
     argv = loadgen_command(paced, target, "/bin/lg", tmp_path / "s.json")
     flags = dict(zip(argv[5::2], argv[6::2], strict=False))
     assert (flags["-mode"], flags["-rate"], flags["-workers"]) == ("open", "400", "8")
+    assert (flags["-arrivals"], flags["-seed"]) == ("constant", "1")
     rest = next(c for c in load_scenario(path).cells() if c.protocol == "rest")
     assert loadgen_command(rest, target, "/bin/lg", tmp_path / "s.json")[4] == target.rest_url
+
+
+@pytest.mark.parametrize("generator", ["loadgen", "locust"])
+def test_a_groups_rest_http_reaches_its_rest_cells_only(tmp_path: Path, generator: str) -> None:
+    path = tmp_path / "h.toml"
+    path.write_text(
+        f'kinds = ["unary"]\ngenerator = "{generator}"\nrest_http = "h2c"\n'
+        "loads = [{users = 1}]\n"
+    )
+    cells = {c.protocol: c for c in load_scenario(path).cells()}
+    suffix = "_loadgen" if generator == "loadgen" else ""
+    assert cells["rest"].cell_id.endswith(f"_0b_h2c{suffix}_r0")
+    assert "h2c" not in cells["grpc"].cell_id
+    target = Target("http://127.0.0.1:8000", "127.0.0.1:50051", Path("lf.py"), 9646)
+
+    def argv(protocol: str) -> list[str]:
+        if generator == "loadgen":
+            return loadgen_command(cells[protocol], target, "/bin/lg", tmp_path / "s.json")
+        return locust_command(cells[protocol], target, tmp_path / "csv")
+
+    flag = "-http" if generator == "loadgen" else "--rest-http"
+    rest, grpc = argv("rest"), argv("grpc")
+    assert rest[rest.index(flag) + 1] == "h2c" and flag not in grpc

@@ -96,6 +96,14 @@ def test_rest_only_kinds_get_no_grpc_cell_and_unary_no_payload(tmp_path: Path) -
             'kinds = ["unary"]\nloads = [{users = 1, rate = 5}]\narrivals = "poisson"\n',
             "arrivals poisson needs generator loadgen",
         ),
+        (
+            'kinds = ["unary"]\nloads = [{users = 1}]\nrest_http = "h3"\n',
+            "unknown rest_http 'h3' (known: 1.1, h2c)",
+        ),
+        (
+            'kinds = ["unary"]\nloads = [{users = 1}]\nrest_http = "h2c"\nruntimes = ["node"]\n',
+            "the Node.js REST service speaks HTTP/1.1 only",
+        ),
     ],
 )
 def test_bad_scenarios_say_what_is_wrong(tmp_path: Path, text: str, message: str) -> None:
@@ -162,3 +170,11 @@ def test_bad_scenario_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert main(["bench", str(bad), "--results-dir", str(tmp_path / "r")]) == 2
     assert "missing key 'loads'" in capsys.readouterr().err
     assert not (tmp_path / "r").exists()
+
+
+def test_the_http2_scenario_times_rest_over_both_https_and_grpc_with_loadgen() -> None:
+    cells = load_scenario(SCENARIOS / "http2.toml").cells()
+    arms = {(c.protocol, c.group.rest_http) for c in cells}
+    assert arms == {("rest", "1.1"), ("rest", "h2c"), ("grpc", "1.1")}
+    assert {c.group.generator for c in cells} == {"loadgen"}
+    assert len({c.cell_id for c in cells}) == len(cells)
