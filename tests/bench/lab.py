@@ -15,6 +15,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from wirelab_bench.cli import main
 from wirelab_bench.health import grpc_healthy, rest_healthy
 from wirelab_bench.knobs import LOADGEN_BINARY, REPO
 
@@ -37,6 +38,16 @@ class Services:
             "--results-dir", str(results),
             "--health-timeout-s", "20",
         ]  # fmt: skip
+
+
+def bench(services: Services, root: Path, name: str, text: str) -> tuple[int, Path]:
+    """`wirelab bench` of the scenario ``text`` (saved as ``<root>/<name>.toml``) against
+    ``services``: its exit code and the one results folder it wrote under ``root``."""
+    scenario = root / f"{name}.toml"
+    scenario.write_text(text)
+    code = main(["bench", str(scenario), *services.args(root / "results"), "--progress", "off"])
+    (run,) = (root / "results").iterdir()
+    return code, run
 
 
 def free_ports(n: int) -> list[int]:

@@ -9,10 +9,9 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from wirelab_bench.cli import main
 from wirelab_bench.report import render
 
-from tests.bench.lab import Services, require_loadgen
+from tests.bench.lab import Services, bench, require_loadgen
 
 pytestmark = pytest.mark.integration
 
@@ -42,12 +41,7 @@ name = "locust"
 @pytest.fixture(scope="module")
 def finished(services: Services, tmp_path_factory: pytest.TempPathFactory) -> tuple[int, Path]:
     require_loadgen()
-    root = tmp_path_factory.mktemp("generators")
-    scenario = root / "both.toml"
-    scenario.write_text(BOTH)
-    code = main(["bench", str(scenario), *services.args(root / "results"), "--progress", "off"])
-    (run,) = (root / "results").iterdir()
-    return code, run
+    return bench(services, tmp_path_factory.mktemp("generators"), "both", BOTH)
 
 
 def test_loadgen_cells_have_locusts_columns_and_agree_with_the_server(

@@ -10,11 +10,10 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from wirelab_bench.cli import main
 from wirelab_bench.report import render
 from wirelab_bench.runner import EXIT_LAB_NOT_READY
 
-from tests.bench.lab import Services, require_loadgen, running_services
+from tests.bench.lab import Services, bench, require_loadgen, running_services
 
 pytestmark = pytest.mark.integration
 
@@ -45,18 +44,10 @@ def granian(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Services]:
         yield found
 
 
-def _bench(services: Services, root: Path) -> tuple[int, Path]:
-    scenario = root / "arms.toml"
-    scenario.write_text(ARMS)
-    code = main(["bench", str(scenario), *services.args(root / "results"), "--progress", "off"])
-    (run,) = (root / "results").iterdir()
-    return code, run
-
-
 def test_three_arms_are_timed_and_the_report_splits_the_http2_effect(
     granian: Services, tmp_path: Path
 ) -> None:
-    code, run = _bench(granian, tmp_path)
+    code, run = bench(granian, tmp_path, "arms", ARMS)
     manifest = json.loads((run / "manifest.json").read_text())
     assert code == 0 and manifest["status"] == "complete", manifest.get("interrupted")
     assert "unary (REST over h2c)" in manifest["parity"]
@@ -79,7 +70,7 @@ def test_h2c_cells_against_a_rest_service_without_h2c_are_refused_before_measuri
     services: Services, tmp_path: Path
 ) -> None:
     require_loadgen()
-    code, run = _bench(services, tmp_path)
+    code, run = bench(services, tmp_path, "arms", ARMS)
     manifest = json.loads((run / "manifest.json").read_text())
     assert code == EXIT_LAB_NOT_READY and manifest["status"] == "failed"
     assert "WIRELAB_REST_HTTP=2" in manifest["interrupted"]["reason"]

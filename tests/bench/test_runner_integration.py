@@ -13,10 +13,9 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from wirelab_bench.cli import main
 from wirelab_bench.report import render
 
-from tests.bench.lab import Services
+from tests.bench.lab import Services, bench
 
 pytestmark = pytest.mark.integration
 
@@ -52,12 +51,7 @@ LONG = TINY.replace("duration_s = 1.2", "duration_s = 3")
 
 @pytest.fixture(scope="module")
 def finished(services: Services, tmp_path_factory: pytest.TempPathFactory) -> tuple[int, Path]:
-    root = tmp_path_factory.mktemp("bench")
-    scenario = root / "tiny.toml"
-    scenario.write_text(TINY)
-    code = main(["bench", str(scenario), *services.args(root / "results"), "--progress", "off"])
-    (run,) = (root / "results").iterdir()
-    return code, run
+    return bench(services, tmp_path_factory.mktemp("bench"), "tiny", TINY)
 
 
 def test_folder_layout_and_manifest(finished: tuple[int, Path]) -> None:
