@@ -37,6 +37,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from wirelab.contract import EDGE_PROTOCOLS, STREAM_KINDS
 from wirelab_bench.compare import ci
+from wirelab_bench.perf.openloop import knee as last_on_time
 
 # %% tags=["parameters"]
 # The results folder to report on; empty = $WIRELAB_REPORT_RESULTS, else the newest folder
@@ -616,15 +617,11 @@ else:
 
 # %%
 def knee(part: pd.DataFrame) -> float:
-    """The highest offered rate served on time before the first that was not (NaN: none was)."""
-    last = math.nan
-    for rate, ok in part.sort_values("target_rate")[["target_rate", "on_time"]].itertuples(
-        index=False
-    ):
-        if not ok:
-            break
-        last = rate
-    return last
+    """The highest offered rate served on time before the first that was not (NaN: none was),
+    as the open-loop benchmark finds it (wirelab_bench.perf.openloop.knee)."""
+    rows = part.sort_values("target_rate")[["target_rate", "on_time"]].itertuples(index=False)
+    found = last_on_time(rows)
+    return math.nan if found is None else float(found.target_rate)
 
 
 OPEN_KEYS = ["protocol", "runtime", "network", "arrivals"]

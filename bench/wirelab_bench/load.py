@@ -82,8 +82,8 @@ def locust_command(cell: Cell, target: Target, csv_prefix: Path) -> list[str]:
     if load.rate is not None:
         # Paced mode: each user runs `pace` tasks per second, so users x pace = the target rate.
         cmd += ["--pace", f"{load.rate / load.users:g}"]
-    if cell.protocol == "rest" and g.rest_http != "1.1":
-        cmd += ["--rest-http", g.rest_http]
+    if cell.rest_http not in ("", "1.1"):
+        cmd += ["--rest-http", cell.rest_http]
     return [*cmd, *target.extra_args]
 
 
@@ -105,8 +105,8 @@ def loadgen_command(cell: Cell, target: Target, binary: str, summary: Path) -> l
         # Each repetition draws its own Poisson schedule, the same in every run of the scenario.
         mode = ["-mode", "open", "-rate", f"{load.rate:g}", "-arrivals", g.arrivals]
         mode += ["-seed", str(cell.repetition + 1)]
-    if cell.protocol == "rest" and g.rest_http != "1.1":
-        mode += ["-http", g.rest_http]
+    if cell.rest_http not in ("", "1.1"):
+        mode += ["-http", cell.rest_http]
     mode += ["-fail-over-ms", f"{g.failure_threshold_ms:g}"]
     mode += ["-metrics-addr", f"127.0.0.1:{target.metrics_port}", "-summary", str(summary)]
     seconds = g.warmup_s + g.duration_s + SAFETY_SECONDS

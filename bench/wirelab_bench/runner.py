@@ -166,7 +166,7 @@ def run(scenario: Scenario, knobs: Knobs) -> tuple[int, Path]:
     network: Network | None = None
     arms = _arms(scenario)
     # Cells calling the Python REST service over h2c: parity is checked over h2c too.
-    h2c = any(c.protocol == "rest" and c.group.rest_http == "h2c" for c in cells)
+    h2c = any(c.rest_http == "h2c" for c in cells)
     protocols = arms.get("python", ())
     try:
         lab = _lab(knobs, reasons, scenario.topology, arms)

@@ -21,8 +21,6 @@ UNSIZED_KINDS = frozenset({"unary"})
 # one (loadgen/; the small order call only), which times the same call without Python's cost.
 GENERATORS = ("locust", "loadgen")
 GENERATOR_KINDS = {"locust": None, "loadgen": frozenset({"unary"})}
-# How REST cells reach the REST service: HTTP/1.1, or cleartext HTTP/2 (prior knowledge).
-REST_HTTP = ("1.1", "h2c")
 
 
 @dataclass(frozen=True)
@@ -67,9 +65,9 @@ class Group:
     # wirelab-loadgen's open-loop arrivals (wirelab_bench.loadgen.ARRIVALS): evenly spaced, or a
     # Poisson process; Locust has no schedule to shape.
     arrivals: str = "constant"
-    # How the group's REST cells reach the REST service (REST_HTTP): HTTP/1.1, or h2c, cleartext
-    # HTTP/2 with prior knowledge, which the REST service speaks on Granian (WIRELAB_REST_HTTP=2;
-    # docs/http2.md). The group's other protocols ignore it.
+    # How the group's REST cells reach the REST service (wirelab_locust.options.REST_HTTP):
+    # HTTP/1.1, or h2c, cleartext HTTP/2 with prior knowledge, which the REST service speaks on
+    # Granian (WIRELAB_REST_HTTP=2; docs/http2.md). The group's other protocols ignore it.
     rest_http: str = "1.1"
 
     @property
@@ -108,14 +106,19 @@ class Cell:
         # The Python services' cells keep the names they had before runtimes were a dimension.
         runtime = "" if self.runtime == "python" else f"_{self.runtime}"
         generator = "" if g.generator == "locust" else f"_{g.generator}"
-        if self.protocol == "rest" and g.rest_http != "1.1":
-            generator = f"_{g.rest_http}{generator}"
+        if self.rest_http not in ("", "1.1"):
+            generator = f"_{self.rest_http}{generator}"
         if g.arrivals != "constant":
             generator += f"-{g.arrivals}"
         return (
             f"{self.index:03d}_{self.protocol}{runtime}_{self.kind}_{self.load.label}"
             f"_{self.payload_bytes}b{network}{generator}_r{self.repetition}"
         )
+
+    @property
+    def rest_http(self) -> str:
+        """The HTTP a REST cell speaks (its group's ``rest_http``); empty for other protocols."""
+        return self.group.rest_http if self.protocol == "rest" else ""
 
     @property
     def seconds(self) -> float:

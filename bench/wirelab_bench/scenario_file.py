@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from wirelab.contract import ALL_KINDS, ARMS, EDGE_PROTOCOLS
+from wirelab_locust.options import REST_HTTP
 
 from wirelab_bench.knobs import NETWORK_PROFILES
 from wirelab_bench.loadgen import ARRIVALS
@@ -16,7 +17,6 @@ from wirelab_bench.network import DIRECT, NetworkError, load_profiles
 from wirelab_bench.scenario import (
     GENERATOR_KINDS,
     GENERATORS,
-    REST_HTTP,
     RUNTIMES,
     Gates,
     Group,

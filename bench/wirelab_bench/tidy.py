@@ -84,7 +84,7 @@ def build_row(
         "runtime": c.runtime,
         "generator": c.group.generator,
         # REST cells: the HTTP they spoke (1.1 or h2c); empty for the other protocols.
-        "rest_http": c.group.rest_http if c.protocol == "rest" else "",
+        "rest_http": c.rest_http,
         "protocol": c.protocol,
         "kind": c.kind,
         "load": c.load.label,

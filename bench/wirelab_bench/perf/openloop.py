@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import shutil
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable
 from dataclasses import asdict
 from pathlib import Path
+from typing import Protocol, TypeVar
 
 from wirelab_bench.benchknobs import parser
 from wirelab_bench.loadgen import ARRIVALS, BINARY, OpenRun, run_open
@@ -38,7 +39,17 @@ KNOBS = (
 )
 
 
-def knee(runs: Sequence[OpenRun]) -> OpenRun | None:
+class Timed(Protocol):
+    """A run at one offered rate that kept its schedule or not: an OpenRun, a tidy row."""
+
+    @property
+    def on_time(self) -> bool: ...
+
+
+R = TypeVar("R", bound=Timed)
+
+
+def knee(runs: Iterable[R]) -> R | None:
     """The highest offered rate served on time before the first that was not (runs ascending)."""
     last = None
     for run in runs:
