@@ -102,7 +102,11 @@ def test_concurrent_uploads_past_the_budget(budgeted: Service) -> None:
     before = peak_rss(budgeted)
     codes = _at_once(budgeted, 8, lambda stub: stub.Upload(blob, timeout=60))
     grown = peak_rss(budgeted) - before
-    assert len(codes) == 8 and set(codes) == {"OK", "RESOURCE_EXHAUSTED"}, codes
+    # Whether any upload is refused depends on how the eight overlap at the server: on a loaded
+    # machine (CI, 27 Nov) they once arrived one after another and all fit the budget in turn.
+    # The downloads above hold the refusal itself; here the bound and the counts must hold.
+    assert len(codes) == 8 and "OK" in codes, codes
+    assert set(codes) <= {"OK", "RESOURCE_EXHAUSTED"}, codes
     # grpc has received a refused upload's message whole before any handler runs, so the
     # budget bounds what admitted calls hold, not the receipt: up to the eight messages at
     # once (2x each while grpc copies one into Python) besides one admitted call's 3.6-4.1x.
