@@ -1,11 +1,10 @@
 #!/usr/bin/env node
 'use strict';
 // Container healthcheck: `node src/healthcheck.js rest|grpc` exits 0 when the service in this
-// container answers (REST /healthz 200; gRPC health SERVING), as wirelab.rest/rpc.healthcheck do.
+// container answers (REST /healthz 200; gRPC health SERVING), as `python -m wirelab.probe` does.
+// Docker runs it every 10 s inside the service's container, where cAdvisor counts its CPU: the
+// gRPC modules are loaded by the gRPC check alone (`python -m wirelab_bench.perf.probes`).
 const http = require('node:http');
-const grpc = require('@grpc/grpc-js');
-const protoLoader = require('@grpc/proto-loader');
-const { protoPath: HEALTH_PROTO } = require('grpc-health-check');
 const settings = require('./settings');
 
 const TIMEOUT_MS = 3000;
@@ -27,6 +26,9 @@ function checkRest(host, port) {
 }
 
 function checkGrpc(host, port) {
+  const grpc = require('@grpc/grpc-js');
+  const protoLoader = require('@grpc/proto-loader');
+  const { protoPath: HEALTH_PROTO } = require('grpc-health-check');
   const definition = protoLoader.loadSync(HEALTH_PROTO, { enums: String });
   const { Health } = grpc.loadPackageDefinition(definition).grpc.health.v1;
   const address = `${host.includes(':') ? `[${host}]` : host}:${port}`;

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import sys
-import urllib.error
-import urllib.request
 from collections.abc import Callable
 from typing import NoReturn
 
@@ -56,25 +54,3 @@ def serve_metrics(
         start_server(settings.host, settings.metrics_port, registry, ready)
     except OSError as exc:
         fail_to_listen(prog, "metrics", settings.host, settings.metrics_port, exc)
-
-
-def probe(url: str) -> int:
-    """A container healthcheck's answer: 0 when GET ``url`` answers 200, else 1 with the reason."""
-    try:
-        with urllib.request.urlopen(url, timeout=3) as response:
-            status = int(response.status)
-    except urllib.error.HTTPError as exc:
-        print(
-            f"unhealthy: {url}: {exc.code} {exc.read().decode(errors='replace')}", file=sys.stderr
-        )
-        return 1
-    except (urllib.error.URLError, OSError) as exc:
-        print(f"unhealthy: {url}: {exc}", file=sys.stderr)
-        return 1
-    print(f"{url}: {status}")
-    return 0 if status == 200 else 1
-
-
-def local_host(host: str) -> str:
-    """Where a healthcheck in the same container reaches a server bound to ``host``."""
-    return "127.0.0.1" if host in ("", "0.0.0.0", "::") else host

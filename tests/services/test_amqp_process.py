@@ -53,7 +53,7 @@ def test_a_consumer_without_its_broker_starts_not_ready_and_stops_on_sigterm(
                 assert time.monotonic() < deadline, log.read_text()
                 time.sleep(0.2)
         assert (health.status_code, health.text) == (503, "not connected to the broker yet")
-        check = [sys.executable, "-m", "wirelab.amqp.healthcheck"]
+        check = [sys.executable, "-m", "wirelab.probe", "amqp"]
         assert subprocess.run(check, env=environ, capture_output=True).returncode == 1
         page = httpx.get(f"{base}/metrics", timeout=5).text
         assert (
@@ -77,14 +77,15 @@ def test_a_bad_consume_address_stops_the_consumer_with_one_line() -> None:
     )
 
 
-def _grpc_health(environ: dict[str, str]) -> str:
-    check = [sys.executable, "-m", "wirelab.rpc.healthcheck"]
-    return subprocess.run(check, env=environ, capture_output=True, text=True).stdout.strip()
+def _grpc_health(environ: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    check = [sys.executable, "-m", "wirelab.probe", "grpc"]
+    return subprocess.run(check, env=environ, capture_output=True, text=True)
 
 
 def _not_serving(environ: dict[str, str], _: int) -> bool:
-    """The edge listens and its health service answers NOT_SERVING (2)."""
-    return _grpc_health(environ) == "not serving: 2"
+    """The edge listens and its health service answers NOT_SERVING."""
+    health = _grpc_health(environ)
+    return health.returncode == 1 and health.stderr.rstrip().endswith("not serving: NOT_SERVING")
 
 
 def test_a_grpc_edge_without_its_broker_is_not_serving_and_refuses_orders_at_once(

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
-from wirelab import exposition, serving
+from wirelab import exposition, probe
 from wirelab.core import PayloadBudget
 from wirelab.metrics import ServerMetrics
 
@@ -113,7 +113,8 @@ def test_a_taken_port_raises() -> None:
 
 def test_healthz_says_why_a_service_cannot_serve_and_its_healthcheck_fails() -> None:
     """The AMQP consumer's readiness (no API port of its own): 503 with the reason, then 200;
-    the container healthcheck's probe exits 1, then 0. Without ``ready`` the path is metrics."""
+    the container healthcheck's check (wirelab.probe) fails, then passes. Without ``ready`` the
+    path is metrics."""
     problem: list[str | None] = ["not connected to the broker yet"]
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -126,11 +127,11 @@ def test_healthz_says_why_a_service_cannot_serve_and_its_healthcheck_fails() -> 
             urllib.request.urlopen(url, timeout=5)
         assert refused.value.code == 503
         assert refused.value.read() == b"not connected to the broker yet"
-        assert serving.probe(url) == 1
+        assert probe.http_ok("127.0.0.1", port) == "503 not connected to the broker yet"
         problem[0] = None
         with urllib.request.urlopen(url, timeout=5) as ok:
             assert (ok.status, ok.read()) == (200, b"ok")
-        assert serving.probe(url) == 0
+        assert probe.http_ok("127.0.0.1", port) is None
         _, payload = _get(f"http://127.0.0.1:{plain.server_address[1]}/healthz")
         assert b"process_cpu_seconds_total" in payload
     finally:

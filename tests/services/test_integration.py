@@ -88,12 +88,12 @@ def launch(
 
 def start(module: str, tmp: Path, env: dict[str, str] | None = None) -> Service:
     """``python -m <module>``, healthy when its own healthcheck says so."""
-    check = [sys.executable, "-m", f"{module}.healthcheck"]
+    protocol = "rest" if module.endswith("rest") else "grpc"
+    check = [sys.executable, "-m", "wirelab.probe", protocol]
 
     def healthy(environ: dict[str, str], _: int) -> bool:
         return subprocess.run(check, env=environ, capture_output=True).returncode == 0
 
-    protocol = "rest" if module.endswith("rest") else "grpc"
     return launch([sys.executable, "-m", module], protocol, tmp, healthy, env)
 
 
