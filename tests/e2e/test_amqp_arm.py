@@ -1,4 +1,8 @@
-"""The order chain's AMQP arm booted (order-chain with the amqp profile; docs/broker.md): orders
+"""The order chain's AMQP arm booted (order-chain with the amqp profile; docs/broker.md), with a
+user and password of its own. First the broker: RabbitMQ, on the pinned image or its stand-in,
+healthy and not root; reachable from the host with the credentials compose was given and not as
+guest; a durable queue through publisher confirms, deliveries held unacked, then acked; and the
+broker's own counters and per-queue depth following each step in Prometheus. Then the arm: orders
 through a gRPC edge and RabbitMQ to three queue consumers, counted alike hop by hop; malformed
 messages dead-lettered and counted while the consumer goes on; nothing lost when the broker's
 process is killed mid-run; a consumer started while the broker is down is not ready, then serves;
@@ -8,6 +12,7 @@ from __future__ import annotations
 
 import subprocess
 import time
+import uuid
 from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -16,8 +21,10 @@ from functools import partial
 from pathlib import Path
 
 import grpc
+import httpx
 import pika
 import pytest
+from pika.adapters.blocking_connection import BlockingChannel
 from wirelab.amqp import wire
 from wirelab.v1 import wirelab_pb2 as pb
 from wirelab.v1 import wirelab_pb2_grpc as pb_grpc
@@ -41,6 +48,13 @@ WORK_MS = 5
 CALL_TIMEOUT = 10.0
 # What a caller may hear while the broker is away: an answer, or an explicit error naming why.
 EXPLICIT = {"OK", "UNAVAILABLE", "DEADLINE_EXCEEDED"}
+# Not compose's defaults: the broker, the edge and the consumers must all take their user from
+# WIRELAB_AMQP_USER/_PASSWORD.
+USER, PASSWORD = "wirelab-e2e", f"pw-{uuid.uuid4().hex[:12]}"
+QUEUE = "wirelab.e2e"  # the host's own queue, beside the arm's
+MESSAGES = 40
+# The broker refreshes its queue statistics every 5 s and Prometheus scrapes it every 5 s.
+SETTLE = 40.0
 
 
 @dataclass
@@ -50,17 +64,179 @@ class Arm:
     edge: str  # host:port of the gRPC edge
     amqp_host: str
     amqp_port: int
+    ui_url: str  # the broker's management API
 
 
 @pytest.fixture(scope="module")
 def arm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Arm]:
     """The broker, the edge, its three consumers and Prometheus: the host sends the orders."""
     folder = tmp_path_factory.mktemp("amqp-arm")
-    with profile_lab(folder, "amqp", SERVICES, topology="order-chain") as lab:
+    credentials = {"WIRELAB_AMQP_USER": USER, "WIRELAB_AMQP_PASSWORD": PASSWORD}
+    with profile_lab(folder, "amqp", SERVICES, topology="order-chain", **credentials) as lab:
         edge = lab.compose("port", "amqp", "50051", timeout=30).stdout.strip()
         address = lab.compose("port", "rabbitmq", "5672", timeout=30).stdout.strip()
         host, port = address.rsplit(":", 1)
-        yield Arm(lab, Prometheus(lab.url("prometheus", 9090)), edge, host, int(port))
+        prometheus = Prometheus(lab.url("prometheus", 9090))
+        yield Arm(lab, prometheus, edge, host, int(port), lab.url("rabbitmq", 15672))
+
+
+def _connect(arm: Arm, user: str = USER, password: str = PASSWORD) -> pika.BlockingConnection:
+    return pika.BlockingConnection(
+        pika.ConnectionParameters(
+            host=arm.amqp_host,
+            port=arm.amqp_port,
+            credentials=pika.PlainCredentials(user, password),
+            connection_attempts=1,
+            socket_timeout=10,
+            blocked_connection_timeout=30,
+        )
+    )
+
+
+def _value(prometheus: Prometheus, expr: str) -> float | None:
+    result = prometheus.query(expr)
+    return float(result[0]["value"][1]) if result else None
+
+
+def _settles(arm: Arm, wanted: dict[str, float]) -> None:
+    """Wait until every expression of ``wanted`` has its value in Prometheus; say which did not."""
+    seen: dict[str, float | None] = {}
+
+    def all_there() -> bool:
+        seen.update({expr: _value(arm.prometheus, expr) for expr in wanted})
+        return seen == wanted
+
+    try:
+        wait_for("the broker's metrics in Prometheus", all_there, timeout=SETTLE)
+    except AssertionError:
+        pytest.fail(f"Prometheus has {seen}, the test expected {wanted}")
+
+
+def test_the_broker_is_healthy_runs_as_rabbitmq_and_both_jobs_scrape_it(arm: Arm) -> None:
+    container = arm.lab.container("rabbitmq")
+    assert healthy(container)
+    # PID 1 is the broker itself (upstream's entrypoint steps down to this user with gosu).
+    owner = subprocess.run(
+        ["docker", "exec", container, "stat", "-c", "%U", "/proc/1"],
+        capture_output=True, text=True, timeout=30, check=True,
+    ).stdout.strip()  # fmt: skip
+    assert owner == "rabbitmq"
+
+    def broker_targets_up() -> list[dict[str, str]] | None:
+        found = [
+            t
+            for t in arm.prometheus.targets()
+            if t["labels"]["job"] in {"rabbitmq", "rabbitmq-queues"}
+        ]
+        up = [t["labels"] for t in found if t["health"] == "up"]
+        return up if len(up) == len(found) == 2 else None
+
+    labels = wait_for("both broker targets up", broker_targets_up, timeout=SETTLE)
+    assert {(t["job"], t["service"]) for t in labels} == {
+        ("rabbitmq", "rabbitmq"),
+        ("rabbitmq-queues", "rabbitmq"),
+    }
+
+
+def test_guest_cannot_log_in_and_the_configured_user_can(arm: Arm) -> None:
+    with pytest.raises(pika.exceptions.AMQPConnectionError):
+        _connect(arm, "guest", "guest").close()
+    _connect(arm).close()
+    with httpx.Client(base_url=arm.ui_url, timeout=10) as ui:
+        assert ui.get("/api/whoami", auth=("guest", "guest")).status_code == 401
+        me = ui.get("/api/whoami", auth=(USER, PASSWORD))
+        assert me.status_code == 200 and me.json()["name"] == USER
+
+
+def _publish(channel: BlockingChannel, bodies: list[bytes]) -> None:
+    """Persistent messages, each confirmed by the broker (basic_publish raises on a nack or,
+    with mandatory, an unroutable message)."""
+    channel.confirm_delivery()
+    for body in bodies:
+        channel.basic_publish(
+            exchange="",
+            routing_key=QUEUE,
+            body=body,
+            properties=pika.BasicProperties(delivery_mode=pika.DeliveryMode.Persistent),
+            mandatory=True,
+        )
+
+
+def _take(channel: BlockingChannel, count: int) -> tuple[list[bytes], int]:
+    """``count`` deliveries from the queue, not acked yet: their bodies and the last tag."""
+    bodies: list[bytes] = []
+    tag = 0
+    for method, _, body in channel.consume(QUEUE, inactivity_timeout=10):
+        assert method is not None, f"only {len(bodies)} of {count} messages were delivered"
+        bodies.append(body)
+        tag = method.delivery_tag
+        if len(bodies) == count:
+            break
+    channel.cancel()
+    return bodies, tag
+
+
+# The broker-wide figures this test moves; the arm's edge and consumers hold connections of
+# their own, and nothing else publishes while it runs (the arm's tests come after it).
+GLOBALS = (
+    "sum(rabbitmq_global_messages_received_total)",
+    "sum(rabbitmq_global_messages_confirmed_total)",
+    "sum(rabbitmq_global_messages_delivered_total)",
+    "sum(rabbitmq_global_messages_acknowledged_total)",
+    "sum(rabbitmq_connections)",
+)
+
+
+def _baseline(arm: Arm) -> dict[str, float]:
+    """GLOBALS once two reads a scrape and a statistics refresh apart agree."""
+    last: dict[str, float | None] = {}
+
+    def stable() -> dict[str, float] | None:
+        nonlocal last
+        now = {expr: _value(arm.prometheus, expr) for expr in GLOBALS}
+        same = now == last and None not in now.values()
+        last = now
+        return {k: v for k, v in now.items() if v is not None} if same else None
+
+    return wait_for("the broker's figures to settle", stable, timeout=SETTLE, every=6)
+
+
+def test_confirmed_persistent_messages_are_delivered_acked_and_counted(arm: Arm) -> None:
+    queue = f'{{queue="{QUEUE}"}}'
+    received, confirmed, delivered, acked, connections = _baseline(arm).values()
+    sent = [f"order-{n}".encode() for n in range(MESSAGES)]
+    connection = _connect(arm)
+    try:
+        channel = connection.channel()
+        assert channel.queue_declare(QUEUE, durable=True).method.queue == QUEUE
+        _publish(channel, sent)
+        assert channel.queue_declare(QUEUE, passive=True).method.message_count == MESSAGES
+        _settles(arm, {
+            f"rabbitmq_detailed_queue_messages_ready{queue}": MESSAGES,
+            f"rabbitmq_detailed_queue_messages_unacked{queue}": 0,
+            GLOBALS[0]: received + MESSAGES,
+            GLOBALS[1]: confirmed + MESSAGES,
+            GLOBALS[4]: connections + 1,
+        })  # fmt: skip
+
+        got, last_tag = _take(channel, MESSAGES)
+        assert got == sent
+        _settles(arm, {
+            f"rabbitmq_detailed_queue_messages_ready{queue}": 0,
+            f"rabbitmq_detailed_queue_messages_unacked{queue}": MESSAGES,
+            GLOBALS[2]: delivered + MESSAGES,
+            GLOBALS[3]: acked,
+        })  # fmt: skip
+
+        channel.basic_ack(delivery_tag=last_tag, multiple=True)
+        assert channel.queue_declare(QUEUE, passive=True).method.message_count == 0
+    finally:
+        connection.close()
+    _settles(arm, {
+        f"rabbitmq_detailed_queue_messages{queue}": 0,
+        GLOBALS[3]: acked + MESSAGES,
+        GLOBALS[4]: connections,
+    })  # fmt: skip
 
 
 def send_orders(arm: Arm, count: int) -> Counter[str]:
@@ -111,18 +287,6 @@ def _acked(arm: Arm) -> dict[str, float]:
         arm,
         'sum by (service) (wirelab_server_requests_total{job="hops", protocol="amqp", code="ack"})',
         "service",
-    )
-
-
-def _channel(arm: Arm) -> pika.BlockingConnection:
-    return pika.BlockingConnection(
-        pika.ConnectionParameters(
-            host=arm.amqp_host,
-            port=arm.amqp_port,
-            credentials=pika.PlainCredentials("wirelab", "wirelab"),
-            connection_attempts=1,
-            socket_timeout=10,
-        )
     )
 
 
@@ -205,7 +369,7 @@ def test_malformed_messages_are_dead_lettered_and_counted_and_the_consumer_goes_
     arm: Arm,
 ) -> None:
     bad = [b"\xff not protobuf", pb.OrderRequest(work_ms=10**9).SerializeToString()]
-    connection = _channel(arm)
+    connection = _connect(arm)
     try:
         channel = connection.channel()
         channel.confirm_delivery()
