@@ -15,7 +15,10 @@ from wirelab_bench.perf import probes
 NODE = shutil.which("node")
 
 
-def test_each_checked_service_runs_its_compose_healthcheck_from_the_checkout() -> None:
+def test_each_checked_service_runs_its_compose_healthcheck_from_the_checkout(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("WIRELAB_HEALTHCHECK_INTERVAL", raising=False)
     checks = probes.healthchecks()
     assert set(checks) == set(probes.CHECKED)
     for name, (runtime, protocol) in probes.CHECKED.items():
@@ -38,7 +41,10 @@ def test_unknown_services_are_refused(argv: list[str], capsys: pytest.CaptureFix
 
 
 @pytest.mark.integration
-def test_it_prints_a_cost_per_check_for_each_service(capsys: pytest.CaptureFixture[str]) -> None:
+def test_it_prints_a_cost_per_check_for_each_service(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("WIRELAB_HEALTHCHECK_INTERVAL", raising=False)
     services = ["rest", "grpc", *(["rest-node", "grpc-node"] if NODE else [])]
     assert probes.main(["--checks", "2", "--services", ",".join(services)]) == 0
     out = capsys.readouterr().out
@@ -49,3 +55,14 @@ def test_it_prints_a_cost_per_check_for_each_service(capsys: pytest.CaptureFixtu
         median, low, high, share = (float(row[i]) for i in (2, 3, 4, 5))
         assert 0 < low <= median <= high
         assert share == pytest.approx(median / 100, abs=0.06)
+
+
+def test_the_interval_is_composes_own_variable_or_its_default(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert probes._seconds("10s") == 10.0 and probes._seconds("1m") == 60.0
+    variable = "${WIRELAB_HEALTHCHECK_INTERVAL:-10s}"
+    monkeypatch.delenv("WIRELAB_HEALTHCHECK_INTERVAL", raising=False)
+    assert probes._seconds(variable) == 10.0
+    monkeypatch.setenv("WIRELAB_HEALTHCHECK_INTERVAL", "3s")
+    assert probes._seconds(variable) == 3.0

@@ -13,6 +13,7 @@ interval.
 from __future__ import annotations
 
 import os
+import re
 import resource
 import shutil
 import statistics
@@ -51,7 +52,10 @@ class Healthcheck:
 
 
 def _seconds(text: str) -> float:
-    """A compose duration of whole seconds or minutes ("10s", "1m")."""
+    """A compose duration of whole seconds or minutes ("10s", "1m"), or a variable with its
+    default (``${WIRELAB_HEALTHCHECK_INTERVAL:-10s}``) as compose would read it here."""
+    if variable := re.fullmatch(r"\$\{(\w+):-([^}]*)\}", text):
+        text = os.environ.get(variable[1]) or variable[2]
     units = {"s": 1.0, "m": 60.0}
     return float(text[:-1]) * units[text[-1]]
 
