@@ -25,12 +25,30 @@ type Summary struct {
 	LatencyMs   map[string]float64 `json:"latency_ms"`
 	StartLagMs  map[string]float64 `json:"start_lag_ms"`
 	CPUSeconds  float64            `json:"cpu_seconds"`
+	// The open loop's schedule within -window-from to -window-to (the runner's measured window,
+	// its warm-up left out); absent without a window.
+	Window *Window `json:"window,omitempty"`
 }
+
+// Window is the schedule's figures for the calls intended to start in [FromS, ToS) of the run.
+type Window struct {
+	FromS      float64            `json:"from_s"`
+	ToS        float64            `json:"to_s"`
+	Scheduled  int                `json:"scheduled"`
+	Dropped    int                `json:"dropped"`
+	StartLagMs map[string]float64 `json:"start_lag_ms"`
+}
+
+func (w *Window) holds(at time.Duration) bool {
+	return at >= seconds(w.FromS) && at < seconds(w.ToS)
+}
+
+func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
 
 // worker holds one worker's own counts, merged when the run ends (no lock per call).
 type worker struct {
-	latency, lag           Tally
-	answered, failed, late int
+	latency, lag, windowLag Tally
+	answered, failed, late  int
 }
 
 func (w *worker) call(caller Caller, metrics *Instruments, from time.Time, failOver time.Duration) {
@@ -75,6 +93,9 @@ func Drive(ctx context.Context, caller Caller, metrics *Instruments, writer *Rem
 		}
 	})
 	s := &Summary{Protocol: o.Protocol, Mode: o.Mode, Arrivals: o.Arrivals, Workers: o.Workers}
+	if o.Mode == "open" && o.WindowTo > 0 {
+		s.Window = &Window{FromS: o.WindowFrom, ToS: o.WindowTo}
+	}
 	start := time.Now()
 	if o.Mode == "open" {
 		s.OfferedPerS = o.Rate
@@ -89,10 +110,11 @@ func Drive(ctx context.Context, caller Caller, metrics *Instruments, writer *Rem
 	if ctx.Err() != nil {
 		s.Seconds = min(time.Since(start), length).Seconds()
 	}
-	var latency, lag Tally
+	var latency, lag, windowLag Tally
 	for _, w := range workers {
 		latency.Merge(&w.latency)
 		lag.Merge(&w.lag)
+		windowLag.Merge(&w.windowLag)
 		s.Answered += w.answered
 		s.Failed += w.failed
 		s.Late += w.late
@@ -104,6 +126,11 @@ func Drive(ctx context.Context, caller Caller, metrics *Instruments, writer *Rem
 	s.StartLagMs = lag.Millis()
 	delete(s.StartLagMs, "mean")
 	delete(s.StartLagMs, "p95")
+	if s.Window != nil {
+		s.Window.StartLagMs = windowLag.Millis()
+		delete(s.Window.StartLagMs, "mean")
+		delete(s.Window.StartLagMs, "p95")
+	}
 	s.CPUSeconds = cpuSeconds() - cpu
 	return s
 }
@@ -126,7 +153,11 @@ func open(
 		go func() {
 			defer wg.Done()
 			for intended := range due {
-				w.lag.Add(time.Since(intended))
+				late := time.Since(intended)
+				w.lag.Add(late)
+				if s.Window != nil && s.Window.holds(intended.Sub(start)) {
+					w.windowLag.Add(late)
+				}
 				w.call(caller, metrics, intended, failOver)
 				free <- struct{}{}
 			}
@@ -138,12 +169,19 @@ func open(
 		intended := start.Add(at)
 		sleepUntil(intended)
 		s.Scheduled++
+		counted := s.Window != nil && s.Window.holds(at)
+		if counted {
+			s.Window.Scheduled++
+		}
 		select {
 		case <-free:
 			due <- intended
 			s.Started++
 		default:
 			s.Dropped++
+			if counted {
+				s.Window.Dropped++
+			}
 		}
 	}
 	close(due)

@@ -134,6 +134,29 @@ func TestOpenLoopKeepsItsScheduleWhenCallsAreAnswered(t *testing.T) {
 	}
 }
 
+func TestTheWindowCountsOnlyTheCallsIntendedInsideIt(t *testing.T) {
+	// 2 workers, 50 ms per call, 200 calls/s offered for 1 s: drops all along the run; the
+	// window is its second half, as the runner leaves a warm-up out.
+	caller := &slowCaller{delay: 50 * time.Millisecond}
+	o := options("open", 200, 2, 1)
+	o.WindowFrom, o.WindowTo = 0.5, 1
+	s := Drive(context.Background(), caller, NewInstruments(contract(t), "rest", "x"), nil, o)
+	w := s.Window
+	if w == nil || w.FromS != 0.5 || w.ToS != 1 || w.Scheduled != 100 {
+		t.Fatalf("window %+v of %d scheduled", w, s.Scheduled)
+	}
+	if w.Dropped < 60 || w.Dropped > w.Scheduled || s.Dropped-w.Dropped < 60 {
+		t.Fatalf("dropped %d in the window, %d in all (want about 80 and 160)", w.Dropped, s.Dropped)
+	}
+	if _, ok := w.StartLagMs["p99"]; !ok {
+		t.Fatalf("no start lag for the window: %+v", w)
+	}
+	// Without a window (a closed loop, or none asked for) the summary has none.
+	if s := Drive(context.Background(), caller, NewInstruments(contract(t), "rest", "x"), nil, options("open", 20, 2, 0.2)); s.Window != nil {
+		t.Fatalf("a window nobody asked for: %+v", s.Window)
+	}
+}
+
 func TestClosedLoopKeepsEachUserBusyAndCountsLateAnswers(t *testing.T) {
 	caller := &slowCaller{delay: 20 * time.Millisecond}
 	o := options("closed", 0, 3, 0.5)
@@ -162,10 +185,15 @@ func TestBadOptionsAreRefusedWithTheirReason(t *testing.T) {
 		"-body={":         "-body",
 		"-target=1.2.3.4": "-target",
 		"-http=3":         "-http",
+		"-window-to=11":   "-window-to",
+		"-window-from=-1": "-window-from",
 	} {
 		if _, err := parse(append(append([]string{}, base...), flag)); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: %v", flag, err)
 		}
+	}
+	if _, err := parse(append(append([]string{}, base...), "-window-from=2", "-window-to=1")); err == nil {
+		t.Error("a window ending before it starts accepted")
 	}
 	if _, err := parse([]string{"-protocol", "grpc", "-target", "h:1", "-contract", "x", "-rate", "1", "-body", "{}"}); err == nil {
 		t.Error("grpc without -proto accepted")

@@ -30,6 +30,7 @@ type Options struct {
 	Rate                                    float64
 	Workers, Connections                    int
 	Seconds, FailOverMs                     float64
+	WindowFrom, WindowTo                    float64
 	Seed                                    int64
 	Summary, RemoteWrite, Peer, HTTP        string
 	MetricsAddr                             string
@@ -64,6 +65,8 @@ func parse(args []string) (*Options, error) {
 	fs.IntVar(&o.Workers, "workers", 10, "calls in flight at most (open) or users (closed)")
 	fs.IntVar(&o.Connections, "connections", 0, "grpc: connections the workers share (0: one per worker)")
 	fs.Float64Var(&o.Seconds, "seconds", 10, "length of the run")
+	fs.Float64Var(&o.WindowFrom, "window-from", 0, "open mode: the summary's window starts this many seconds into the run (the runner's warm-up)")
+	fs.Float64Var(&o.WindowTo, "window-to", 0, "open mode: ... and ends here; the window's schedule gets figures of its own (0: no window)")
 	fs.Float64Var(&o.FailOverMs, "fail-over-ms", 0, "answers slower than this count as late (0: none)")
 	fs.Int64Var(&o.Seed, "seed", 1, "poisson arrivals: the random seed")
 	fs.StringVar(&o.Summary, "summary", "", "write the run's figures here as JSON (else to stdout)")
@@ -101,6 +104,8 @@ func (o *Options) check() error {
 		return fmt.Errorf("-connections %d: want 0 or more", o.Connections)
 	case !(o.Seconds > 0) || o.Seconds > 3600:
 		return fmt.Errorf("-seconds %g: want above 0, at most 3600", o.Seconds)
+	case o.WindowFrom < 0 || o.WindowTo < 0 || (o.WindowTo > 0 && o.WindowTo <= o.WindowFrom) || o.WindowTo > o.Seconds:
+		return fmt.Errorf("-window-from %g -window-to %g: want 0 <= from < to <= -seconds", o.WindowFrom, o.WindowTo)
 	case o.FailOverMs < 0:
 		return fmt.Errorf("-fail-over-ms %g: want 0 or more", o.FailOverMs)
 	case o.Protocol == "rest" && !strings.HasPrefix(o.Target, "http://"):

@@ -105,6 +105,10 @@ def loadgen_command(cell: Cell, target: Target, binary: str, summary: Path) -> l
         # Each repetition draws its own Poisson schedule, the same in every run of the scenario.
         mode = ["-mode", "open", "-rate", f"{load.rate:g}", "-arrivals", g.arrivals]
         mode += ["-seed", str(cell.repetition + 1)]
+        # The schedule's figures for the measured window too (the warm-up's drops left out),
+        # by the generator's clock from its start, which the runner sees within a poll.
+        window_end = g.warmup_s + g.duration_s
+        mode += ["-window-from", f"{g.warmup_s:g}", "-window-to", f"{window_end:g}"]
     if cell.rest_http not in ("", "1.1"):
         mode += ["-http", cell.rest_http]
     mode += ["-fail-over-ms", f"{g.failure_threshold_ms:g}"]

@@ -34,7 +34,7 @@ class Window:
     # The runner's own CPU over the window (its scrapes and samples run on the machine measured).
     runner_cpu_ratio: float = NAN
     sources: dict[str, str] = field(default_factory=dict)
-    # wirelab-loadgen's summary of its run (warm-up included): how its open loop kept the schedule.
+    # wirelab-loadgen's summary of its run: how its open loop kept the schedule (in the window).
     schedule: dict[str, Any] | None = None
 
 
@@ -148,9 +148,10 @@ def schedule_columns(
     """An open-loop cell's schedule as wirelab-loadgen kept it: the arrivals, the calls it
     scheduled and dropped (no worker free at the intended start: never started late), their
     share, the p99 of how late workers started the others, and ``on_time``: nothing dropped and
-    at least 95 % of the offered rate answered in the window. The counts are the generator's
-    whole run, warm-up included (its summary); the answered rate is the window's. Empty for a
-    closed loop, and for a run that wrote no summary."""
+    at least 95 % of the offered rate answered in the window. The counts are those of the calls
+    intended in the measured window (the summary's ``window``, by the generator's clock), or of
+    its whole run, warm-up included, in a summary without one (a generator before 27 Nov). Empty
+    for a closed loop, and for a run that wrote no summary."""
     rate = cell.load.rate if cell.group.generator == "loadgen" else None
     if rate is None or summary is None:
         return {
@@ -161,13 +162,14 @@ def schedule_columns(
             "start_lag_p99_ms": NAN,
             "on_time": None,
         }
-    scheduled, dropped = summary["scheduled"], summary["dropped"]
+    counted = summary.get("window") or summary
+    scheduled, dropped = counted["scheduled"], counted["dropped"]
     return {
         "arrivals": cell.group.arrivals,
         "scheduled": scheduled,
         "dropped": dropped,
         "dropped_pct": 100 * _ratio(dropped, scheduled),
-        "start_lag_p99_ms": summary["start_lag_ms"]["p99"],
+        "start_lag_p99_ms": counted["start_lag_ms"]["p99"],
         "on_time": bool(dropped == 0 and answered_per_s >= 0.95 * rate),
     }
 

@@ -241,12 +241,15 @@ def test_the_runner_drives_a_loadgen_cell_as_a_locust_child_closed_or_at_its_rat
     assert body == {"order": order(0, 16), "work_ms": 3, "count_words": False}
     flags = dict(zip(argv[5::2], argv[6::2], strict=False))
     assert flags["-mode"] == "closed" and flags["-workers"] == "4" and "-rate" not in flags
+    assert "-window-from" not in flags and "-window-to" not in flags
     assert flags["-metrics-addr"] == "127.0.0.1:9646" and flags["-fail-over-ms"] == "900"
     assert flags["-seconds"] == "67" and flags["-summary"] == str(tmp_path / "s.json")
     argv = loadgen_command(paced, target, "/bin/lg", tmp_path / "s.json")
     flags = dict(zip(argv[5::2], argv[6::2], strict=False))
     assert (flags["-mode"], flags["-rate"], flags["-workers"]) == ("open", "400", "8")
     assert (flags["-arrivals"], flags["-seed"]) == ("constant", "1")
+    # The schedule's own figures for the measured window: after the warm-up, for its length.
+    assert (flags["-window-from"], flags["-window-to"]) == ("2", "7")
     rest = next(c for c in load_scenario(path).cells() if c.protocol == "rest")
     assert loadgen_command(rest, target, "/bin/lg", tmp_path / "s.json")[4] == target.rest_url
 

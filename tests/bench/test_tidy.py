@@ -15,7 +15,7 @@ from wirelab_bench.results import new_run_dir, write_tables
 from wirelab_bench.scenario import Gates
 from wirelab_bench.scenario_file import load_scenario
 from wirelab_bench.scrape import parse
-from wirelab_bench.tidy import Window, build_row
+from wirelab_bench.tidy import Window, build_row, schedule_columns
 
 
 def _scenario(tmp_path: Path, extra: str = "") -> list:  # type: ignore[type-arg]
@@ -158,3 +158,23 @@ def test_generator_saturated_from_its_cpu_or_locusts_own_flag(
     row = build_row(Window(cell, 0.0, 2.0, peaks=peaks, generator_cpu_ratio=cpu), Gates())
     assert row["generator_saturated"] is saturated
     assert row["generator_cpu_ratio"] == cpu
+
+
+def test_an_open_loops_drops_are_those_of_its_window_when_the_summary_has_one(
+    tmp_path: Path,
+) -> None:
+    """Drops in the warm-up (a cold service, a generator starting) stay out of the row: the
+    window's counts decide ``on_time``; a summary without a window gives the whole run's."""
+    path = tmp_path / "open.toml"
+    path.write_text('kinds = ["unary"]\ngenerator = "loadgen"\nloads = [{users = 4, rate = 100}]\n')
+    cell = load_scenario(path).cells()[0]
+    lag = {"p50": 0.1, "p99": 0.4, "max": 2.0}
+    whole = {"scheduled": 700, "dropped": 30, "start_lag_ms": {**lag, "p99": 9.0}}
+    summary = {**whole, "window": {"from_s": 1, "to_s": 6, "scheduled": 500, "dropped": 0,
+                                   "start_lag_ms": lag}}  # fmt: skip
+    row = schedule_columns(cell, summary, answered_per_s=99.0)
+    assert (row["scheduled"], row["dropped"], row["dropped_pct"]) == (500, 0, 0.0)
+    assert row["start_lag_p99_ms"] == 0.4 and row["on_time"] is True
+    row = schedule_columns(cell, whole, answered_per_s=99.0)
+    assert (row["scheduled"], row["dropped"], row["start_lag_p99_ms"]) == (700, 30, 9.0)
+    assert row["dropped_pct"] == pytest.approx(30 / 7) and row["on_time"] is False
