@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 # (flag, type, default, help)
 Knob = tuple[str, type, object, str]
@@ -24,3 +24,13 @@ def parser(
             help=f"{text} (env {env}, default {default})",
         )
     return p
+
+
+def listed(cli: argparse.ArgumentParser, value: str, known: Iterable[str], what: str) -> list[str]:
+    """A comma-separated knob's items, in order, each one of ``known``; else a usage error (exit
+    2) naming the unknown ones, or that none was given."""
+    items = [item for item in value.split(",") if item]
+    unknown = sorted(set(items) - set(known))
+    if unknown or not items:
+        cli.error(f"unknown or no {what}: {', '.join(unknown) or 'none given'}")
+    return items

@@ -25,7 +25,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from wirelab_bench.benchknobs import parser
+from wirelab_bench.benchknobs import listed, parser
 from wirelab_bench.health import wait_healthy
 from wirelab_bench.knobs import REPO
 from wirelab_bench.perf.overhead import (
@@ -136,11 +136,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     prog = "python -m wirelab_bench.perf.node"
     cli = parser(prog, __doc__, "WIRELAB_NODEPERF", KNOBS)
     args = cli.parse_args(argv)
-    comparisons = [c for c in args.compare.split(",") if c]
-    protocols = [p for p in args.protocols.split(",") if p]
-    unknown = sorted(set(comparisons) - set(COMPARISONS)) + sorted(set(protocols) - set(SERVICES))
-    if unknown or not comparisons or not protocols:
-        cli.error(f"unknown or no comparison/protocol: {', '.join(unknown) or 'none given'}")
+    comparisons = listed(cli, args.compare, COMPARISONS, "comparison")
+    protocols = listed(cli, args.protocols, SERVICES, "protocol")
     node = args.node or shutil.which("node")
     if not node:
         cli.error("node not found: install Node.js 20 (or pass --node)")

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import yaml
 
-from wirelab_bench.benchknobs import parser
+from wirelab_bench.benchknobs import listed, parser
 from wirelab_bench.knobs import REPO
 from wirelab_bench.perf.node import SERVICES as NODE_SERVICES
 from wirelab_bench.perf.node import node_process
@@ -111,10 +111,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     prog = "python -m wirelab_bench.perf.probes"
     cli = parser(prog, __doc__, "WIRELAB_PROBES", KNOBS)
     args = cli.parse_args(argv)
-    names = [n for n in args.services.split(",") if n]
-    unknown = sorted(set(names) - set(CHECKED))
-    if unknown or not names:
-        cli.error(f"unknown or no service: {', '.join(unknown) or 'none given'}")
+    names = listed(cli, args.services, CHECKED, "service")
     node = shutil.which("node") or ""
     if not node:
         names = [n for n in names if CHECKED[n][0] != "node"]
