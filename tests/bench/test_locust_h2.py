@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import SimpleNamespace
+from typing import Any
+
 import pytest
 from wirelab_bench.perf import locust_h2
 from wirelab_bench.perf.locust_overhead import Result
@@ -9,6 +14,23 @@ from wirelab_bench.perf.locust_overhead import Result
 
 def _result(rps: float, cpu: float, median: float) -> Result:
     return Result(int(rps * 10), 0, rps, cpu, median, median)
+
+
+def test_a_round_without_calls_fails_the_run_instead_of_a_ratio(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A Locust run that answered nothing (it ended before its users called) is no figure."""
+
+    @contextmanager
+    def no_service(*_: Any) -> Iterator[SimpleNamespace]:
+        yield SimpleNamespace(address="http://127.0.0.1:1")
+
+    rounds = iter([_result(1, 1, 1), _result(1, 1, 1), _result(100, 5, 2), _result(0, 1, 0)])
+    monkeypatch.setattr(locust_h2, "service", no_service)
+    monkeypatch.setattr(locust_h2, "run_locust", lambda *_: next(rounds))
+    assert locust_h2.main(["--rounds", "1"]) == 1
+    out = capsys.readouterr().out
+    assert "a round answered no call: no ratio" in out and "h2c / 1.1" not in out
 
 
 def test_ratios_are_h2c_over_1_1_from_each_clients_median_round() -> None:

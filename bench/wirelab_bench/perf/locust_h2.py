@@ -68,6 +68,9 @@ def main(argv: list[str] | None = None) -> int:
                       f"{r.requests / r.cpu_seconds:8.1f} calls per client CPU-s, "
                       f"median {r.median_ms:g} ms, {r.failures} failures", flush=True)  # fmt: skip
     failures = sum(r.failures for rs in results.values() for r in rs)
+    if any(r.requests == 0 for rs in results.values() for r in rs):
+        print("\na round answered no call: no ratio (is the run longer than Locust's start?)")
+        return 1
     print("\nh2c / 1.1 (median of rounds)")
     for name, ratio in ratios(results).items():
         print(f"{name}: {ratio:.3f}")
