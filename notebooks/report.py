@@ -144,7 +144,9 @@ for what, why in (manifest.get("missing") or {}).items():
 # %% [markdown]
 # ## The data
 # One row per protocol x kind x load x payload x repetition. Cells where the load generator,
-# not the service, was saturated are flagged: their throughput is a floor, not a capacity.
+# not the service, was saturated are flagged: their throughput is a floor, not a capacity. So
+# are cells whose service its CPU limit held back in 10 % of the limit's periods or more (the
+# containers dashboard's red line): the limit shaped their throughput and their tail.
 
 # %%
 HAVE = not tidy.empty
@@ -169,6 +171,14 @@ else:
     saturated = tidy[tidy["generator_saturated"]]
     if len(saturated):
         say(f"⚠ {len(saturated)} cell(s) had a saturated load generator: {list(saturated.cell_id)}")
+    # Folders from before the column have none: nothing to flag.
+    if "container_throttled_pct" in tidy:
+        throttled = tidy[tidy.container_throttled_pct >= 10]
+        held = ", ".join(
+            f"{row.cell_id} ({row.container_throttled_pct:.0f} %)" for row in throttled.itertuples()
+        )
+        if held:
+            say(f"⚠ {len(throttled)} cell(s) ran into the service's CPU limit: {held}")
 
 
 # %% [markdown]

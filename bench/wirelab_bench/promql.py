@@ -121,6 +121,13 @@ EXPORTS: dict[str, Export] = {
     "container_cpu_seconds": Export(
         "container_cpu_usage_seconds_total", (SERVICE_LABEL,), _CONTAINERS
     ),
+    # The CPU limit's CFS periods (100 ms each) and those in which it held the container back.
+    "container_cpu_periods": Export(
+        "container_cpu_cfs_periods_total", (SERVICE_LABEL,), _CONTAINERS
+    ),
+    "container_cpu_throttled_periods": Export(
+        "container_cpu_cfs_throttled_periods_total", (SERVICE_LABEL,), _CONTAINERS
+    ),
     "container_memory": Export(
         "container_memory_working_set_bytes", (SERVICE_LABEL,), _CONTAINERS, agg="max"
     ),

@@ -225,6 +225,11 @@ def _resources(
         out["container_cpu_pct"] = 100 * _ratio(cpu, w.seconds)
         out["container_cpu_peak_pct"] = 100 * total(w.peaks, "container_cpu_peak_rate", **svc)
         out["container_net_bytes_per_request"] = _ratio(net, server_requests)
+        # Share of the CPU limit's periods in which it held the service back: bursts past the
+        # limit wait for the next period, which shows in the tail before it shows in the mean.
+        periods = total(ct, "container_cpu_periods", **svc)
+        throttled = total(ct, "container_cpu_throttled_periods", **svc)
+        out["container_throttled_pct"] = 100 * throttled / periods if periods > 0 else NAN
     else:
         # A running container's CPU counter never stands still between two cAdvisor scrapes,
         # so no increase means no scrape landed inside the window (shorter than its interval):
@@ -235,6 +240,7 @@ def _resources(
                 "container_cpu_pct",
                 "container_cpu_peak_pct",
                 "container_net_bytes_per_request",
+                "container_throttled_pct",
             ),
             NAN,
         )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import shutil
 import signal
 import subprocess
 import sys
@@ -126,6 +127,35 @@ def test_notebook_renders_tables_plots_and_html(finished: tuple[int, Path], tmp_
     nb = json.loads((run / "report.ipynb").read_text())
     errors = [o for c in nb["cells"] for o in c.get("outputs", []) if o["output_type"] == "error"]
     assert not errors
+    # The services ran as processes here, without a CPU limit: nothing was held back.
+    assert _said(run, "CPU limit:") == []
+
+
+def _said(run: Path, words: str) -> list[str]:
+    """The lines of the rendered report's Markdown outputs that hold ``words``."""
+    return [
+        line
+        for cell in json.loads((run / "report.ipynb").read_text())["cells"]
+        for output in cell.get("outputs", [])
+        for line in "".join(output.get("data", {}).get("text/markdown", "")).splitlines()
+        if words in line
+    ]
+
+
+def test_the_report_flags_cells_their_cpu_limit_held_back(
+    finished: tuple[int, Path], tmp_path: Path
+) -> None:
+    """A copy of the run whose first cell its service's limit throttled in 25 % of the periods
+    (as a lab container under its quota can be) and its second in 5 %: only the first is named."""
+    _, run = finished
+    held = tmp_path / run.name
+    shutil.copytree(run, held)
+    tidy = pd.read_csv(held / "tidy.csv")
+    tidy["container_throttled_pct"] = [25.0, 5.0, *[float("nan")] * (len(tidy) - 2)]
+    tidy.to_csv(held / "tidy.csv", index=False)
+    render(held)
+    said = _said(held, "CPU limit:")
+    assert said == [f"⚠ 1 cell(s) ran into the service's CPU limit: {tidy.cell_id[0]} (25 %)"]
 
 
 def test_interrupted_run_is_marked_incomplete_and_leaves_earlier_runs(

@@ -132,6 +132,8 @@ def test_container_columns_unknown_when_no_cadvisor_scrape_fell_in_the_window(
     moved = {
         key("container_cpu_seconds", svc): 0.5,
         key("container_network_receive_bytes", svc): 1e4,
+        key("container_cpu_periods", svc): 80.0,
+        key("container_cpu_throttled_periods", svc): 6.0,
     }
     row = build_row(
         Window(cell, 0.0, 10.0, server=server, containers=moved, peaks=dict(memory)), Gates()
@@ -140,10 +142,17 @@ def test_container_columns_unknown_when_no_cadvisor_scrape_fell_in_the_window(
     assert row["container_cpu_pct"] == pytest.approx(5.0)
     assert row["container_net_bytes_per_request"] == pytest.approx(100.0)
     assert row["container_peak_memory_bytes"] == 5e7
+    assert row["container_throttled_pct"] == pytest.approx(7.5)
+    # No CPU limit (no CFS periods): throttling unknown, not zero.
+    unlimited = {k: v for k, v in moved.items() if k[0] != "container_cpu_periods"}
+    row = build_row(Window(cell, 0.0, 10.0, server=server, containers=unlimited), Gates())
+    assert row["container_cpu_pct"] == pytest.approx(5.0)
+    assert math.isnan(row["container_throttled_pct"])
     still = {key("container_cpu_seconds", svc): 0.0}
     row = build_row(Window(cell, 0.0, 2.0, server=server, containers=still), Gates())
     assert math.isnan(row["container_cpu_s_per_request"])
     assert math.isnan(row["container_net_bytes_per_request"])
+    assert math.isnan(row["container_throttled_pct"])
 
 
 @pytest.mark.parametrize(
