@@ -141,6 +141,16 @@ def test_the_open_loop_sweep_offers_ascending_rates_to_both_protocols_each_proce
             assert len(rates) >= 5 and rates == sorted(rates) and min(rates) > 0, rates
 
 
+def test_the_light_load_scenario_is_one_open_loop_rate_repeated_on_both_protocols() -> None:
+    cells = load_scenario(SCENARIOS / "lowrate.toml").cells()
+    assert {(c.group.generator, c.group.arrivals, c.load.rate) for c in cells} == {
+        ("loadgen", "constant", 250)
+    }
+    assert sorted((c.protocol, c.repetition) for c in cells) == [
+        (p, r) for p in ("grpc", "rest") for r in range(3)
+    ]
+
+
 def test_resolve_by_name_or_path(tmp_path: Path) -> None:
     assert resolve("smoke", SCENARIOS) == SCENARIOS / "smoke.toml"
     with pytest.raises(ScenarioError, match=r"known: .*smoke"):
