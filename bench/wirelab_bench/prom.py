@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections import defaultdict
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -70,8 +71,13 @@ class Prometheus:
                 out.errors[name] = f"{type(answer).__name__}: {answer}"
                 continue
             out.raw[name] = {**params, "data": answer}
+            # Per ``by`` group and instant, the rates of its series (summed where ``apart``
+            # keeps several: a service's replicas peak together only if they do at one time).
+            rates: dict[tuple[tuple[str, str], ...], dict[float, float]] = defaultdict(
+                lambda: defaultdict(float)
+            )
             for series in answer.get("result", []):
-                labels = {k: v for k, v in series["metric"].items() if k in exports[name].by}
+                labels = {k: v for k, v in series["metric"].items() if k in exports[name].grouping}
                 values = [(float(t), float(v)) for t, v in series.get("values", [])]
                 if not values:
                     continue
@@ -82,9 +88,13 @@ class Prometheus:
                 out.end[k] = values[-1][1]
                 if name in GAUGES:
                     out.peak[k] = max(v for _, v in values)
-                if name in RATE_PEAKS and len(values) > 1:
-                    rates = [(v1 - v0) / (t1 - t0) for (t0, v0), (t1, v1) in pairwise(values)]
-                    out.peak[key(RATE_PEAKS[name], labels)] = max(rates)
+                if name in RATE_PEAKS:
+                    at = rates[exports[name].merged(labels)]
+                    for (t0, v0), (t1, v1) in pairwise(values):
+                        at[t1] += max(0.0, v1 - v0) / (t1 - t0)  # a reset adds no rate
+            for group, at in rates.items():
+                if at:
+                    out.peak[(RATE_PEAKS[name], group)] = max(at.values())
         return out
 
     def _range(

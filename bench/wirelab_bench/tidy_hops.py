@@ -97,11 +97,11 @@ def chain_columns(
     if topology == ONE_HOP or containers is None or orders <= 0:
         return out
     arm = cell.protocol
-    cpu = {
-        dict(labels).get(SERVICE_LABEL, ""): v
-        for (name, labels), v in containers.items()
-        if name == "container_cpu_seconds"
-    }
+    cpu: dict[str, float] = {}
+    for (name, labels), v in containers.items():
+        if name == "container_cpu_seconds":  # one delta per container: a service sums them
+            svc = dict(labels).get(SERVICE_LABEL, "")
+            cpu[svc] = cpu.get(svc, 0.0) + v
     mine = [v for svc, v in cpu.items() if svc == arm or svc.startswith(f"{arm}-")]
     broker = cpu.get(BROKER, 0.0) if arm == "amqp" else 0.0
     if sum(mine) > 0:

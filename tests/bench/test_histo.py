@@ -73,3 +73,18 @@ def test_peaks_keep_highest_gauge_and_fastest_cpu_rate() -> None:
     assert peaks.values[rss] == 9.0
     assert peaks.values[("server_cpu_peak_rate", cpu[1])] == pytest.approx(1.5)
     assert cpu not in peaks.values
+
+
+def test_peaks_sum_the_rates_of_a_services_containers_at_one_instant() -> None:
+    """Export.apart: cAdvisor's series per container are read apart and their rates summed;
+    one that leaves or restarts adds no negative rate."""
+    svc = "container_label_com_docker_compose_service"
+
+    def cpu(container: str) -> tuple[str, tuple[tuple[str, str], ...]]:
+        return key("container_cpu_seconds", {svc: "rest-b", "id": container})
+
+    peaks = Peaks()
+    peaks.add({cpu("a"): 1.0, cpu("b"): 5.0}, now=0.0)
+    peaks.add({cpu("a"): 1.5, cpu("b"): 5.25}, now=1.0)  # 0.5 + 0.25 cores
+    peaks.add({cpu("a"): 2.0, cpu("b"): 0.5}, now=2.0)  # b restarted: 0.5 + nothing
+    assert peaks.values == {("container_cpu_peak_rate", ((svc, "rest-b"),)): 0.75}
