@@ -310,3 +310,37 @@ def test_with_netem_a_topologys_hops_go_through_toxiproxy(
     done, _ = run({**env, "WIRELAB_PROFILES": profiles}, "lab-up")
     assert done.returncode == 0, done.stderr
     assert Path(fake["FAKE_LOG"] + ".files").read_text().splitlines() == [files]
+
+
+@pytest.mark.parametrize(
+    ("knobs", "refused"),
+    [
+        # The client-side balancing arm dials the replicas, past Toxiproxy.
+        ({"WIRELAB_CLUSTER_GRPC_DOWNSTREAM": "grpc://grpc-b:50051"}, "grpc -> grpc://grpc-b:50051"),
+        # The split over lb, once per piece, straight to nginx.
+        ({"WIRELAB_CLUSTER_REST_DOWNSTREAM": "http://lb:8000,http://lb:8000"},
+         "rest -> http://lb:8000"),
+        # The same split through the hop's proxy pays the profile on every piece.
+        ({"WIRELAB_CLUSTER_REST_DOWNSTREAM": "http://toxiproxy:8101#lb,http://toxiproxy:8101#lb"},
+         None),
+        ({}, None),
+    ],
+)  # fmt: skip
+def test_with_netem_no_hop_bypasses_toxiproxy(
+    fake: dict[str, str], knobs: dict[str, str], refused: str | None
+) -> None:
+    """A downstream set past Toxiproxy would pay no network profile while the other arm's hops
+    pay it: `make lab` refuses it under netem, naming the edge and the address."""
+    env = {**fake, "WIRELAB_OFFLINE": "1", "WIRELAB_TOPOLOGY": "cluster", **knobs}
+    done, _ = run({**env, "WIRELAB_PROFILES": "netem"}, "lab-up")
+    up = [c for c in docker_calls(fake) if c.startswith("compose up ")]
+    if refused is None:
+        assert done.returncode == 0, done.stderr
+        assert up
+    else:
+        assert done.returncode == 2, done.stderr
+        assert refused in done.stderr and "bypass it and pay none" in done.stderr
+        assert not up
+        # Without netem nothing is proxied, every arm alike: the same knob starts the lab.
+        done, _ = run({**env, "FAKE_LOG": fake["FAKE_LOG"] + ".2"}, "lab-up")
+        assert done.returncode == 0, done.stderr
