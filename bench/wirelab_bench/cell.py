@@ -16,6 +16,7 @@ import httpx
 
 from wirelab_bench.histo import Snapshot, buckets, delta
 from wirelab_bench.load import LoadProcess, Target, loadgen_command, locust_command, wait_started
+from wirelab_bench.loadgen import PROTO_ROOT
 from wirelab_bench.network import DIRECT
 from wirelab_bench.peaks import SAMPLED, Peaks
 from wirelab_bench.prom import Prometheus
@@ -52,6 +53,7 @@ class Lab:
     topology: str = ONE_HOP
     # wirelab-loadgen, for groups whose generator it is (wirelab_bench.load.loadgen_command).
     loadgen: str = ""
+    loadgen_proto: str = str(PROTO_ROOT)  # the contract's .proto folder, for its gRPC calls
     # The services through Toxiproxy, for cells with a network profile (wirelab_bench.network).
     net_rest_url: str = ""
     net_grpc_target: str = ""
@@ -110,7 +112,8 @@ def measure(
     (run_dir / "locust").mkdir(exist_ok=True)
     base = run_dir / "locust" / cell.cell_id
     if g.generator == "loadgen":
-        cmd = loadgen_command(cell, target, lab.loadgen, base.with_suffix(".summary.json"))
+        summary = base.with_suffix(".summary.json")
+        cmd = loadgen_command(cell, target, lab.loadgen, summary, lab.loadgen_proto)
     else:
         cmd = locust_command(cell, target, base)
     (run_dir / "locust" / f"{cell.cell_id}.cmd").write_text(shlex.join(cmd) + "\n")

@@ -53,6 +53,8 @@ KNOBS: tuple[tuple[str, type, object, str], ...] = (
     ("locust_args", str, "", "extra Locust arguments for every cell (shell-quoted)"),
     ("loadgen", str, LOADGEN_BINARY,
      'wirelab-loadgen, for groups with generator = "loadgen" (make tools)'),
+    ("loadgen_proto", str, str(REPO / "proto"),
+     "the folder holding wirelab/v1/wirelab.proto (wirelab-loadgen compiles it for gRPC calls)"),
     ("health_timeout_s", float, 60.0, "seconds to wait for both services to be healthy per cell"),
     ("export_delay_s", float, 1.0,
      "seconds after a window before exporting it from Prometheus (lets the last scrape land)"),
@@ -102,6 +104,7 @@ class Knobs:
     locustfile: str
     locust_args: str
     loadgen: str
+    loadgen_proto: str
     health_timeout_s: float
     export_delay_s: float
     export_step_s: float

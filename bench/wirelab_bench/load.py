@@ -91,7 +91,9 @@ def locust_command(cell: Cell, target: Target, csv_prefix: Path) -> list[str]:
 NOTE_WORDS = next(default for flag, _, default, _, _ in OPTIONS if flag == "note-words")
 
 
-def loadgen_command(cell: Cell, target: Target, binary: str, summary: Path) -> list[str]:
+def loadgen_command(
+    cell: Cell, target: Target, binary: str, summary: Path, proto: str | Path = loadgen.PROTO_ROOT
+) -> list[str]:
     """wirelab-loadgen's command line for a unary ``cell``: the order Locust's users send (same
     work, same note), from ``users`` workers: a closed loop, or with the load's rate an open
     loop at that rate with the group's arrivals (Locust paces its users to it instead). Its
@@ -114,7 +116,9 @@ def loadgen_command(cell: Cell, target: Target, binary: str, summary: Path) -> l
     mode += ["-fail-over-ms", f"{g.failure_threshold_ms:g}"]
     mode += ["-metrics-addr", f"127.0.0.1:{target.metrics_port}", "-summary", str(summary)]
     seconds = g.warmup_s + g.duration_s + SAFETY_SECONDS
-    return loadgen.command(binary, cell.protocol, address, body, load.users, seconds, mode)
+    return loadgen.command(
+        binary, cell.protocol, address, body, load.users, seconds, mode, proto=proto
+    )
 
 
 class LoadProcess:

@@ -9,14 +9,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import wirelab.contract
+
 from wirelab_bench.knobs import LOADGEN_BINARY, REPO
 
 # Where `make tools` installs the generator (loadgen/).
 BINARY = Path(LOADGEN_BINARY)
-# The folder holding wirelab/v1/wirelab.proto: the generator builds its gRPC calls from it.
+# The folder holding wirelab/v1/wirelab.proto: the generator builds its gRPC calls from it
+# (the runner's knob loadgen_proto; the bench image keeps a copy at /opt/wirelab/proto).
 PROTO_ROOT = REPO / "proto"
 # The metric contract: the generator's series take their names, outcomes and buckets from it.
-CONTRACT = REPO / "services" / "wirelab" / "contract" / "metrics.json"
+# Read where the wirelab package is installed: a checkout and the bench image alike.
+CONTRACT = Path(wirelab.contract.__file__).with_name("metrics.json")
 ARRIVALS = ("constant", "poisson")
 
 
@@ -136,15 +140,15 @@ def run_closed(
 
 def command(
     binary: str | Path, protocol: str, target: str, body: dict[str, Any], workers: int,
-    seconds: float, mode: list[str], cpu: int | None = None,
+    seconds: float, mode: list[str], cpu: int | None = None, proto: str | Path = PROTO_ROOT,
 ) -> list[str]:  # fmt: skip
     """The generator's command line: the order call to ``target``, ``mode``'s flags (open or
-    closed loop and their settings), pinned to ``cpu`` if given."""
+    closed loop and their settings), pinned to ``cpu`` if given; gRPC's from ``proto``."""
     taskset = [] if cpu is None else ["taskset", "--cpu-list", str(cpu)]
     cmd = [*taskset, str(binary), "-protocol", protocol, "-target", target]
     cmd += ["-body", json.dumps(body), "-contract", str(CONTRACT)]
     if protocol == "grpc":
-        cmd += ["-proto", str(PROTO_ROOT)]
+        cmd += ["-proto", str(proto)]
     return [*cmd, *mode, "-workers", str(workers), "-seconds", f"{seconds:g}"]
 
 

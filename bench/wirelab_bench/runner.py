@@ -100,6 +100,7 @@ def _lab(
         locustfile=Path(knobs.locustfile),
         locust_args=tuple(shlex.split(knobs.locust_args)),
         loadgen=knobs.loadgen,
+        loadgen_proto=knobs.loadgen_proto,
         client_metrics_port=knobs.client_metrics_port,
         server_urls=urls,
         prometheus=prom,

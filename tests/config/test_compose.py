@@ -152,3 +152,26 @@ def test_locust_can_be_pointed_at_the_node_services() -> None:
             environment = services[name]["environment"]
             got = (environment["LOCUST_REST_HOST"], environment["LOCUST_GRPC_TARGET"])
             assert got == hosts, name
+
+
+def test_the_bench_image_is_the_locust_image_plus_the_generator(config: dict[str, Any]) -> None:
+    """One Dockerfile, two targets: Locust's image stops before the Go build, the bench
+    service's adds wirelab-loadgen and the .proto, and its runner is told where they are."""
+    services = config["services"]
+    for name in ("locust", "locust-worker"):
+        build = services[name]["build"]
+        assert (build["dockerfile"], build["target"]) == ("locust/Dockerfile", "locust"), name
+    bench = services["bench"]
+    assert (bench["build"]["dockerfile"], bench["build"]["target"]) == (
+        "locust/Dockerfile",
+        "bench",
+    )
+    assert bench["image"] != services["locust"]["image"]
+    dockerfile = (REPO / "locust" / "Dockerfile").read_text()
+    env = bench["environment"]
+    binary = env["WIRELAB_BENCH_LOADGEN"]
+    assert f"COPY --from=loadgen /out/wirelab-loadgen {binary}\n" in dockerfile
+    assert f"COPY proto {env['WIRELAB_BENCH_LOADGEN_PROTO']}\n" in dockerfile
+    # The stages in this order: the legacy builder builds every stage up to the target's.
+    stages = [line.split()[-1] for line in dockerfile.splitlines() if line.startswith("FROM ")]
+    assert stages == ["locust", "loadgen", "bench"]

@@ -3,12 +3,17 @@
 
 from __future__ import annotations
 
+import subprocess
+from pathlib import Path
+
+import pandas as pd
 import pytest
 from wirelab_bench.loadgen import BINARY, OpenRun, run_open
 from wirelab_bench.perf.crosscheck import BODY
 
 from tests.bench.lab import require_loadgen
-from tests.config.queries import all_queries
+from tests.config.queries import REPO, all_queries
+from tests.e2e.bench_run import bench_command, new_run
 from tests.e2e.lab import Lab, wait_for
 from tests.e2e.prom import Prometheus
 
@@ -78,3 +83,24 @@ def test_the_generator_panels_and_rules_show_loadgen(
         wait_for("the generator panels to show loadgen", all_show_loadgen, timeout=40, every=5)
     except AssertionError:
         pytest.fail("queries without loadgen's series:\n" + "\n".join(missing))
+
+
+def test_the_bench_services_image_runs_a_loadgen_group(lab: Lab) -> None:
+    """`docker compose run bench <scenario>` with a generator = "loadgen" group: the image has
+    the generator and the contract's .proto, so both protocols' windows run on schedule (the
+    image had neither until 27 Nov: such scenarios ran from the host only)."""
+    before = set(lab.results.iterdir())
+    mount = f"{Path(__file__).with_name('loadgen.toml')}:/loadgen.toml:ro"
+    done = subprocess.run(
+        bench_command(lab, "/loadgen.toml", "-v", mount), cwd=REPO, env=lab.env,
+        capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert done.returncode == 0, f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    run_dir, manifest = new_run(lab.results, before)
+    assert manifest["status"] == "complete", manifest
+    tidy = pd.read_csv(run_dir / "tidy.csv")
+    assert sorted(tidy["protocol"]) == ["grpc", "rest"]
+    assert set(tidy["generator"]) == {"loadgen"}
+    # 50 calls/s over the 3 s window, each started on schedule and answered.
+    assert list(tidy["scheduled"]) == [150, 150] and list(tidy["dropped"]) == [0, 0]
+    assert (tidy["requests"] >= 140).all() and (tidy["errors"] == 0).all(), tidy
