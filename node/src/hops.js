@@ -5,6 +5,7 @@
 // same errors (DownstreamError: unavailable, timeout, failed) and the contract's client families
 // labelled by peer. One arm, one protocol: a REST service calls REST services over one keep-alive
 // agent, a gRPC service gRPC services over one channel each. The AMQP arm is Python's only.
+const dns = require('node:dns').promises;
 const http = require('node:http');
 const core = require('./core');
 const contract = require('./contract');
@@ -261,8 +262,37 @@ function countsOf(replies) {
 
 const identity = (x) => x;
 
-/** One gRPC service (``grpc://host:port``) on a channel of its own, opened once. Orders travel
- * as the bytes this hop received (decoded here already, to check them): never encoded twice. */
+/** The host:port parts of ``grpc://host:port+host:port...#peer`` (one service behind several
+ * addresses: the cluster's replicas, each through its own Toxiproxy proxy under netem,
+ * docs/network.md); throws naming a part that is not host:port, or a missing #peer. */
+function addressParts(target) {
+  if (!target.includes('#')) throw new Error(`${target}: several addresses name their service with #peer`);
+  return contract.addressOf(target).replace(/^grpc:\/\//, '').split('+').map((part) => {
+    const at = part.lastIndexOf(':');
+    const [host, port] = [part.slice(0, at), part.slice(at + 1)];
+    if (at <= 0 || !/^\d+$/.test(port)) throw new Error(`${target}: '${part}' is not host:port`);
+    return { host, port };
+  });
+}
+
+/** Their ``ipv4:`` channel target, each host resolved once (as via_grpc.py's addresses()):
+ * grpc-js's ipv4 resolver takes addresses only. */
+async function ipv4Target(target, parts) {
+  const found = [];
+  for (const { host, port } of parts) {
+    try {
+      const { address } = await dns.lookup(host, { family: 4 });
+      found.push(`${address}:${port}`);
+    } catch (exc) {
+      throw new Error(`${target}: ${host} does not resolve: ${exc.code || exc.message}`);
+    }
+  }
+  return `ipv4:${found.join(',')}`;
+}
+
+/** One gRPC service (``grpc://host:port``, or several addresses of one service joined by ``+``
+ * and named by ``#peer``) on a channel of its own, opened once. Orders travel as the bytes this
+ * hop received (decoded here already, to check them): never encoded twice. */
 class GrpcDownstream {
   constructor(target, balancing, maxMessage, families) {
     this.peer = contract.peerOf(target);
@@ -272,19 +302,36 @@ class GrpcDownstream {
       'grpc.max_receive_message_length': maxMessage,
     };
     if (balancing === 'round_robin') {
-      // The dns resolver returns every address of the name (each replica compose runs);
-      // round_robin keeps a connection to each and spreads calls over them.
-      address = `dns:///${address}`;
+      // round_robin keeps a connection to each address and spreads calls over them.
       options['grpc.service_config'] = JSON.stringify({ loadBalancingConfig: [{ round_robin: {} }] });
     }
-    const { grpc } = grpcParts();
-    this.client = new grpc.Client(address, grpc.credentials.createInsecure(), options);
     this.measured = new Outgoing(families, 'grpc', this.peer);
+    const { grpc } = grpcParts();
+    const open = (at) => new grpc.Client(at, grpc.credentials.createInsecure(), options);
+    this.client = null;
+    if (address.includes('+')) {
+      // Resolved before the first order (Relay.ready: before the service listens).
+      const parts = addressParts(target);
+      this.opened = ipv4Target(target, parts).then((at) => {
+        this.client = open(at);
+      });
+      this.opened.catch(() => {}); // said by ready() and by each order
+    } else {
+      // The dns resolver returns every address of the name (each replica compose runs).
+      this.client = open(balancing === 'round_robin' ? `dns:///${address}` : address);
+      this.opened = Promise.resolve();
+    }
   }
 
   /** ProcessOrder with ``request`` ({raw} bytes, or a {decoded} order request to encode); its
    * reply's bytes, or a DownstreamError. */
   order(request, seconds, signal) {
+    if (this.client === null) {
+      const unresolved = (exc) => {
+        throw new DownstreamError(this.peer, 'unavailable', exc.message);
+      };
+      return this.opened.then(() => this.order(request, seconds, signal), unresolved);
+    }
     const { path, codeNames, decodeReply, encodeRequest } = grpcParts();
     const raw = request.raw || encodeRequest(request.decoded);
     const end = timing(this.measured, raw.length);
@@ -318,7 +365,7 @@ class GrpcDownstream {
   }
 
   close() {
-    this.client.close();
+    this.opened.then(() => this.client.close(), () => {});
   }
 }
 
@@ -344,6 +391,12 @@ class Relay {
     this.localWork = localWork;
     this.timeoutSeconds = timeoutSeconds;
     this.splitter = splitter;
+  }
+
+  /** Resolves once every downstream can be dialled; rejects naming the one that cannot (a gRPC
+   * downstream of several addresses resolves their hosts first). */
+  ready() {
+    return Promise.all(this.downstreams.map((d) => d.opened || null));
   }
 
   /** This hop's part and the downstream calls (hops/relay.py's Relay.order): ``own`` is this
@@ -404,6 +457,9 @@ function buildRelay(settings, protocol, registry) {
       throw new Error(`amqp:// downstreams are the Python runtime's (docs/broker.md): ${target}`);
     }
     if (!target.startsWith(scheme)) throw new Error(`a ${protocol} service's downstreams must be ${scheme}host:port: ${target}`);
+    if (protocol !== 'grpc' && contract.addressOf(target).includes('+')) {
+      throw new Error(`only a gRPC downstream takes several addresses (+): ${target}`);
+    }
   }
   const families = registry === null ? null : clientFamilies(registry);
   let downstreams;

@@ -30,10 +30,14 @@ async function serve(prog, protocol, start) {
     fail(prog, exc.message, 2);
   }
   try {
-    // Knobs that contradict each other (a downstream of the other protocol) stop the service
-    // here, before any worker starts.
+    // Knobs that contradict each other (a downstream of the other protocol) and downstreams
+    // that cannot be dialled (a name that does not resolve) stop the service here, before any
+    // worker starts.
     const relay = buildRelay(settings, protocol, null);
-    if (relay !== null) relay.close();
+    if (relay !== null) {
+      await relay.ready();
+      relay.close();
+    }
   } catch (exc) {
     fail(prog, exc.message, 2);
   }

@@ -203,6 +203,36 @@ test('gRPC relay: B\'s reply as sent, split counts, UNAVAILABLE and DEADLINE_EXC
   assert.equal(await sample(split.metrics, 'wirelab_server_info', { protocol: 'grpc', concurrency: 'event_loop', fanout: 'split' }), 1);
 });
 
+test('gRPC: one service behind several addresses (+, named by #peer), round robin or the first only', async () => {
+  const bs = [await grpcService(), await grpcService(), await grpcService()];
+  const via = bs.map((b) => b.target.replace('grpc://127.0.0.1', 'localhost')).join('+');
+  const servedBy = () => Promise.all(bs.map((b) => served(b.metrics, 'grpc', 'ok', 'OK')));
+  let before = await servedBy();
+  for (const balancing of ['round_robin', 'pick_first']) {
+    const a = await grpcService({ downstream: [`grpc://${via}#grpc-b`], localWork: false, grpcBalancing: balancing });
+    for (let i = 0; i < 9; i += 1) await a.order({ order: ORDER });
+    assert.equal(await eventually(() => clientRequests(a.metrics, 'grpc', 'grpc-b', 'ok'), 9), 9);
+    const now = await servedBy();
+    const got = now.map((n, i) => n - before[i]);
+    before = now;
+    // round_robin sends on as each connection becomes ready: [4, 3, 2] is as fair.
+    if (balancing === 'pick_first') assert.deepEqual(got, [9, 0, 0]);
+    else assert.ok(got.every((n) => n > 0) && got.reduce((x, y) => x + y) === 9, String(got));
+  }
+});
+
+test('several addresses without #peer, not host:port, unresolved, or for REST are refused', async () => {
+  const settings = { ...testSettings(), downstream: [], grpcBalancing: 'round_robin' };
+  const refused = (downstream, protocol = 'grpc') => () => buildRelay({ ...settings, downstream: [downstream] }, protocol, null);
+  assert.throws(refused('grpc://localhost:1+localhost:2'), /several addresses name their service with #peer/);
+  assert.throws(refused('grpc://localhost:1+localhost#b'), /'localhost' is not host:port/);
+  assert.throws(refused('http://b:8000+c:8000#b', 'rest'), /only a gRPC downstream takes several addresses/);
+  await assert.rejects(refused('grpc://localhost:1+nowhere.invalid:2#b')().ready(), /nowhere\.invalid does not resolve/);
+  const child = start('grpc/main.js', { WIRELAB_GRPC_PORT: String(await freePort()), WIRELAB_METRICS_PORT: String(await freePort()), WIRELAB_DOWNSTREAM: 'grpc://localhost:1+nowhere.invalid:2#b' });
+  assert.equal(await child.exited, 2);
+  assert.match(child.output, /wirelab-node-grpc: grpc:\/\/localhost:1\+nowhere\.invalid:2#b: nowhere\.invalid does not resolve/);
+});
+
 test('downstreams of the other protocol, or amqp://, are refused before the service starts', async () => {
   const settings = { ...testSettings(), downstream: ['grpc://b:50051'] };
   assert.throws(() => buildRelay(settings, 'rest', null), /a rest service's downstreams must be http:\/\/host:port: grpc:\/\/b:50051/);

@@ -228,6 +228,48 @@ async def test_grpc_a_answers_with_b_reply_and_both_hops_count_it() -> None:
             assert sent == _grpc_request().ByteSize()
 
 
+@pytest.mark.parametrize("balancing", ["round_robin", "pick_first"])
+async def test_grpc_one_service_behind_several_addresses(balancing: str) -> None:
+    """``grpc://a+b+c#peer``: the cluster's replicas each behind a proxy of its own (under
+    netem, docs/network.md). round_robin spreads the orders over every address, pick_first keeps
+    to the first (the pitfall arm, as with one name of several addresses); one peer label."""
+    async with (
+        grpc_service(settings()) as b1,
+        grpc_service(settings()) as b2,
+        grpc_service(settings()) as b3,
+    ):
+        bs = (b1, b2, b3)
+        via = "+".join(b.url.removeprefix("grpc://").replace("127.0.0.1", "localhost") for b in bs)
+        relay = dataclasses.replace(RELAY, downstream=(f"grpc://{via}#grpc-b",))
+        async with grpc_service(dataclasses.replace(relay, grpc_balancing=balancing)) as a:
+            for _ in range(9):
+                await _grpc_order(a)
+
+            def served() -> list[float]:
+                return [_served(b.registry, "grpc") for b in bs]
+
+            await settled(lambda: sum(served()), 9)
+            # round_robin sends on as each connection becomes ready: [4, 3, 2] is as fair.
+            assert served() == [9, 0, 0] if balancing == "pick_first" else all(served())
+            peer = {"protocol": "grpc", "kind": "unary", "call": "ProcessOrder", "peer": "grpc-b"}
+            assert value(a.registry, "wirelab_client_requests_total", **peer, outcome="ok") == 9
+
+
+@pytest.mark.parametrize(
+    ("target", "said"),
+    [
+        ("grpc://localhost:1+localhost:2", "several addresses name their service with #peer"),
+        ("grpc://localhost:1+localhost#b", "'localhost' is not host:port"),
+        ("grpc://localhost:1+nowhere.invalid:2#b", "nowhere.invalid does not resolve"),
+    ],
+)
+async def test_grpc_several_addresses_that_cannot_be_dialled_are_refused(
+    target: str, said: str
+) -> None:
+    with pytest.raises(ValueError, match=said):
+        build_relay(settings(downstream=(target,)), "grpc", None)
+
+
 async def test_grpc_bad_input_stops_at_the_edge() -> None:
     async with grpc_service(settings()) as b, grpc_service(settings(downstream=(b.url,))) as a:
         refused = await _grpc_status(a, work_ms=10**6)
@@ -373,6 +415,7 @@ def test_split_note_cuts_only_between_words(note: str, parts: int) -> None:
     ("protocol", "overrides", "said"),
     [
         ("rest", {"downstream": ("grpc://b:50051",)}, "must be http://"),
+        ("rest", {"downstream": ("http://b:8000+c:8000#b",)}, "only a gRPC downstream takes"),
         ("grpc", {"downstream": ("http://b:8000",)}, "must be grpc://"),
         ("rest", {"downstream": ("http://b:8000",), "rest_handlers": "sync"}, "async server"),
         ("grpc", {"downstream": ("grpc://b:50051",), "grpc_server": "sync"}, "async server"),

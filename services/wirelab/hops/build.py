@@ -28,6 +28,8 @@ def build_relay(
     if protocol == "grpc" and all(t.startswith("amqp://") for t in settings.downstream):
         scheme = "amqp://"
     for target in settings.downstream:
+        if "+" in target.partition("#")[0] and scheme != "grpc://":
+            raise ValueError(f"only a gRPC downstream takes several addresses (+): {target}")
         if not target.startswith(scheme):
             raise ValueError(
                 f"a {protocol} service's downstreams must be {scheme}host:port"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 import time
 from collections.abc import Sequence
 
@@ -22,8 +23,27 @@ _REASONS: dict[grpc.StatusCode, Reason] = {
 }
 
 
+def addresses(url: str) -> str:
+    """The channel target of ``grpc://host:port+host:port...#peer``: one service behind several
+    addresses (the cluster's replicas, each through its own Toxiproxy proxy under netem;
+    docs/network.md), each host resolved once, here, to its IPv4 address: ``ipv4:`` targets
+    take addresses only. A ValueError says which address does not resolve or lacks its port."""
+    found = []
+    for address in address_of(url).removeprefix("grpc://").split("+"):
+        host, _, port = address.rpartition(":")
+        if not host or not port.isdigit():
+            raise ValueError(f"{url}: {address!r} is not host:port")
+        try:
+            first = socket.getaddrinfo(host, int(port), socket.AF_INET)[0]
+        except socket.gaierror as exc:
+            raise ValueError(f"{url}: {host} does not resolve: {exc}") from None
+        found.append(f"{first[4][0]}:{port}")
+    return "ipv4:" + ",".join(found)
+
+
 class GrpcDownstream:
-    """One gRPC service (``grpc://host:port``) on a channel of its own, opened once."""
+    """One gRPC service (``grpc://host:port``, or several addresses of one service joined by
+    ``+`` and named by ``#peer``) on a channel of its own, opened once."""
 
     def __init__(
         self, url: str, balancing: str, max_message: int, families: Families | None
@@ -34,10 +54,15 @@ class GrpcDownstream:
             ("grpc.max_send_message_length", max_message),
             ("grpc.max_receive_message_length", max_message),
         ]
-        if balancing == "round_robin":
-            # The dns resolver returns every address of the name (each replica compose runs);
-            # round_robin keeps a connection to each and spreads calls over them.
+        if "+" in address:
+            if "#" not in url:
+                raise ValueError(f"{url}: several addresses name their service with #peer")
+            address = addresses(url)
+        elif balancing == "round_robin":
+            # The dns resolver returns every address of the name (each replica compose runs).
             address = f"dns:///{address}"
+        if balancing == "round_robin":
+            # round_robin keeps a connection to each address and spreads calls over them.
             options.append(("grpc.lb_policy_name", "round_robin"))
         self.channel = grpc.aio.insecure_channel(address, options=options)
         self.stub = pb_grpc.WireLabStub(self.channel)
