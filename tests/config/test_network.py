@@ -134,3 +134,30 @@ def test_under_netem_a_topologys_hops_go_through_toxiproxy_keeping_their_peer_na
                 assert services["toxiproxy"]["depends_on"][peer]["condition"] == "service_healthy"
             hops.add(proxy["name"])
     assert hops == set(proxies) - set(edges)
+
+
+def test_the_clusters_client_side_arm_gets_a_proxy_per_replica_before_its_edges_start() -> None:
+    """topologies/netem/cluster.yaml: replica-proxies (toxiproxy/replicas.py, in the gRPC image)
+    runs once Toxiproxy and the replicas are healthy and before the gRPC edges start; its port
+    blocks (grpc-b from :50201, grpc-node-b from :50211, ten each) collide with no proxy of
+    toxiproxy/cluster.json."""
+    files = ("compose.yaml", "topologies/cluster.yaml", "topologies/netem/cluster.yaml")
+    services = resolved(*files, COMPOSE_PROFILES="netem,node")["services"]
+    job = services["replica-proxies"]
+    assert job["image"] == services["grpc"]["image"] and job["restart"] == "no"
+    mounts = {v["target"]: v["source"] for v in job["volumes"]}
+    assert mounts[job["entrypoint"][1]] == str(REPO / "toxiproxy" / "replicas.py")
+    assert job["command"] == ["grpc-b:50051:50201", "--optional", "grpc-node-b:50051:50211"]
+    after = {name: d["condition"] for name, d in job["depends_on"].items()}
+    assert after == dict.fromkeys(("toxiproxy", "grpc-b", "grpc-node-b"), "service_healthy")
+    assert job["depends_on"]["grpc-node-b"]["required"] is False
+    for edge in ("grpc", "grpc-node"):
+        condition = services[edge]["depends_on"]["replica-proxies"]["condition"]
+        assert condition == "service_completed_successfully"
+    # Toxiproxy no longer waits for the edges, which wait for the job, which waits for it.
+    assert set(services["toxiproxy"]["depends_on"]) == {"lb"}
+    listening = {
+        int(p["listen"].rsplit(":", 1)[1])
+        for p in json.loads((REPO / "toxiproxy" / "cluster.json").read_text())
+    }
+    assert not listening & set(range(50201, 50221))

@@ -317,6 +317,12 @@ def test_with_netem_a_topologys_hops_go_through_toxiproxy(
     [
         # The client-side balancing arm dials the replicas, past Toxiproxy.
         ({"WIRELAB_CLUSTER_GRPC_DOWNSTREAM": "grpc://grpc-b:50051"}, "grpc -> grpc://grpc-b:50051"),
+        # ... or through the replicas' own proxies, but one of them past it.
+        ({"WIRELAB_CLUSTER_GRPC_DOWNSTREAM": "grpc://toxiproxy:50201+grpc-b:50051#grpc-b"},
+         "grpc -> grpc://toxiproxy:50201+grpc-b:50051#grpc-b"),
+        # ... each through its own proxy (topologies/netem/cluster.yaml).
+        ({"WIRELAB_CLUSTER_GRPC_DOWNSTREAM":
+          "grpc://toxiproxy:50201+toxiproxy:50202+toxiproxy:50203#grpc-b"}, None),
         # The split over lb, once per piece, straight to nginx.
         ({"WIRELAB_CLUSTER_REST_DOWNSTREAM": "http://lb:8000,http://lb:8000"},
          "rest -> http://lb:8000"),

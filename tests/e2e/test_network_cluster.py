@@ -1,0 +1,98 @@
+"""The cluster topology under compose's netem profile with its client-side balancing arm
+(docs/network.md): gRPC's A dials each replica through a proxy of its own, made at start by
+replica-proxies (toxiproxy/replicas.py), while REST's A reaches nginx through the lb proxy. A
+network profile then delays both arms' hop alike, and the gRPC orders still spread over every
+replica."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+from wirelab_bench.knobs import NETWORK_PROFILES
+from wirelab_bench.network import load_profiles
+
+from tests.e2e.lab import profile_lab
+from tests.e2e.netcalls import medians, set_network
+from tests.e2e.test_network_hops import _order_grpc, _order_rest
+
+pytestmark = pytest.mark.topology
+
+# Two replicas keep the boot short; the arm lists one proxy per replica.
+REPLICAS = 2
+SERVICES = ["rest", "grpc", "lb", "rest-b", "grpc-b", "toxiproxy", "replica-proxies"]
+CLIENT_SIDE = "grpc://toxiproxy:50201+toxiproxy:50202#grpc-b"
+
+
+@dataclass
+class ClusterLab:
+    api: str
+    rest: str
+    grpc: str
+    toxiproxy_metrics: str
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterLab]:
+    folder = tmp_path_factory.mktemp("netem-cluster")
+    env = {
+        "WIRELAB_REPLICAS": str(REPLICAS),
+        "WIRELAB_CLUSTER_GRPC_DOWNSTREAM": CLIENT_SIDE,
+        "WIRELAB_GRPC_BALANCING": "round_robin",
+    }
+    with profile_lab(folder, "netem", SERVICES, topology="cluster", **env) as lab:
+        api = lab.url("toxiproxy", 8474)
+        yield ClusterLab(
+            api,
+            lab.url("rest", 8000),
+            lab.url("grpc", 50051).removeprefix("http://"),
+            f"{api}/metrics",
+        )
+
+
+def _sent_bytes(net: ClusterLab) -> dict[str, float]:
+    """Bytes each Toxiproxy proxy sent on (its own /metrics, -proxy-metrics)."""
+    text = httpx.get(net.toxiproxy_metrics, timeout=5).text
+    sent: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            if s.name == "toxiproxy_proxy_sent_bytes_total":  # both directions
+                sent[s.labels["proxy"]] = sent.get(s.labels["proxy"], 0.0) + s.value
+    return sent
+
+
+def test_the_job_made_a_proxy_per_replica(cluster: ClusterLab) -> None:
+    proxies = httpx.get(f"{cluster.api}/proxies", timeout=5).json()
+    made = {n: p for n, p in proxies.items() if n.startswith("grpc-b-")}
+    assert sorted(made) == [f"grpc-b-{n}" for n in range(1, REPLICAS + 1)]
+    assert [p["listen"].rsplit(":", 1)[1] for _, p in sorted(made.items())] == ["50201", "50202"]
+    assert len({p["upstream"] for p in made.values()}) == REPLICAS
+
+
+def test_region_delays_both_arms_hop_and_grpc_still_reaches_every_replica(
+    cluster: ClusterLab,
+) -> None:
+    region = load_profiles(Path(NETWORK_PROFILES))["region"]
+    set_network(cluster.api, "direct")
+    bare = medians({"a": cluster.rest}, {"a": cluster.grpc}, _order_rest, _order_grpc)
+    before = _sent_bytes(cluster)
+    set_network(cluster.api, "region")
+    try:
+        toxics = httpx.get(f"{cluster.api}/proxies/grpc-b-1/toxics", timeout=5).json()
+        emulated = medians({"a": cluster.rest}, {"a": cluster.grpc}, _order_rest, _order_grpc)
+    finally:
+        set_network(cluster.api, "direct")
+    assert len(toxics) == 2  # the profile went on the replicas' proxies too
+    low, high = region.rtt_ms - region.jitter_ms, region.rtt_ms + 2 * region.jitter_ms
+    for protocol in ("rest", "grpc"):
+        # Sent to A: only the hop pays the round trip, to lb (REST) or to a replica (gRPC).
+        hop = emulated[protocol]["a"] - bare[protocol]["a"]
+        assert low < hop < high, (protocol, bare, emulated)
+    sent = _sent_bytes(cluster)
+    for n in range(1, REPLICAS + 1):
+        name = f"grpc-b-{n}"
+        assert sent.get(name, 0) > before.get(name, 0), (name, before, sent)
