@@ -31,7 +31,7 @@ from wirelab_bench.perf.locust_overhead import (
     run_locust,
     services,
 )
-from wirelab_bench.perf.svcprocs import CLIENT_CPU, free_port, pin
+from wirelab_bench.perf.svcprocs import CLIENT_CPU, free_port, pinned
 from wirelab_bench.scrape import scrape
 
 WRK_SCRIPT = Path(__file__).with_name("wrk_paced.lua")
@@ -69,7 +69,7 @@ def ghz(binary: str, lab: Lab, rate: float, conns: int, seconds: int) -> Figures
     cmd += ["--call", "wirelab.v1.WireLab.ProcessOrder", "-d", json.dumps(BODY)]
     cmd += ["--rps", f"{rate:g}", "-c", str(conns), "--connections", str(conns)]
     cmd += ["-z", f"{seconds}s", "-O", "json", lab.grpc]
-    done = subprocess.run(cmd, check=True, capture_output=True, preexec_fn=lambda: pin(CLIENT_CPU))
+    done = subprocess.run(pinned(cmd, CLIENT_CPU), check=True, capture_output=True)
     out = json.loads(done.stdout)
     p50 = next(d["latency"] for d in out["latencyDistribution"] if d["percentage"] == 50)
     return Figures("ghz", out["rps"], p50 / 1e6, out["average"] / 1e6)
@@ -84,12 +84,11 @@ def wrk(lab: Lab, rate: float, conns: int, seconds: int) -> Figures:
     }
     cmd = ["wrk", "-t1", f"-c{conns}", f"-d{seconds}s", "--latency", "-s", str(WRK_SCRIPT)]
     out = subprocess.run(
-        [*cmd, f"{lab.rest}/v1/orders"],
+        pinned([*cmd, f"{lab.rest}/v1/orders"], CLIENT_CPU),
         check=True,
         capture_output=True,
         text=True,
         env=env,
-        preexec_fn=lambda: pin(CLIENT_CPU),
     ).stdout
     median = _duration_ms(re.search(r"^\s+50%\s+(\S+)", out, re.M))
     mean = _duration_ms(re.search(r"^\s+Latency\s+(\S+)", out, re.M))
@@ -158,9 +157,8 @@ def locust(protocol: str, lab: Lab, rate: float, users: int, seconds: int) -> Fi
             "WARNING",
         ]
         proc = subprocess.Popen(
-            cmd,
+            pinned(cmd, CLIENT_CPU),
             cwd=tmp,
-            preexec_fn=lambda: pin(CLIENT_CPU),
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )

@@ -13,7 +13,7 @@ from typing import Any
 
 from wirelab_bench.knobs import REPO
 from wirelab_bench.perf import ORDER
-from wirelab_bench.perf.svcprocs import CLIENT_CPU
+from wirelab_bench.perf.svcprocs import CLIENT_CPU, pinned
 
 WRK_SCRIPT = Path(__file__).with_name("wrk_paced.lua")
 PROTO = REPO / "proto" / "wirelab" / "v1" / "wirelab.proto"
@@ -44,11 +44,10 @@ class Load:
 
 
 def _run(cmd: list[str], env: dict[str, str] | None = None) -> str:
-    # taskset, not a preexec_fn: a preexec_fn makes Python fork instead of vfork, and a fork
-    # while the probe's gRPC channel has threads running broke the child (ghz exited with
-    # grpc's "epoll_wait error: Bad file descriptor" from the forked copy of this process).
-    taskset = ["taskset", "--cpu-list", str(CLIENT_CPU)]
-    done = subprocess.run([*taskset, *cmd], capture_output=True, text=True, env=env)
+    # taskset, not a preexec_fn (svcprocs.pinned): a fork while the probe's gRPC channel had
+    # threads running broke the child (ghz exited with grpc's "epoll_wait error: Bad file
+    # descriptor" from the forked copy of this process).
+    done = subprocess.run(pinned(cmd, CLIENT_CPU), capture_output=True, text=True, env=env)
     if done.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed:\n{done.stderr[-2000:]}")
     return done.stdout

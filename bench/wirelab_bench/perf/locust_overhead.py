@@ -17,7 +17,7 @@ from typing import Any
 
 from wirelab_bench.benchknobs import parser
 from wirelab_bench.knobs import REPO
-from wirelab_bench.perf.svcprocs import CLIENT_CPU, SERVER_CPU, pin, service
+from wirelab_bench.perf.svcprocs import CLIENT_CPU, SERVER_CPU, pinned, service
 
 LAB_LOCUSTFILE = REPO / "locust" / "locustfile.py"
 BARE_LOCUSTFILE = REPO / "locust" / "baseline_locustfile.py"
@@ -72,9 +72,8 @@ def run_locust(
         log = Path(tmp) / "locust.log"
         with log.open("wb") as out:
             proc = subprocess.Popen(
-                cmd,
+                pinned(cmd, cpu),
                 cwd=tmp,
-                preexec_fn=lambda: pin(cpu),
                 stdout=out,
                 stderr=out,
                 env={**os.environ, **(env or {})},

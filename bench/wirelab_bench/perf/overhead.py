@@ -35,7 +35,7 @@ from wirelab_bench.benchknobs import parser
 from wirelab_bench.knobs import REPO
 from wirelab_bench.perf import ORDER
 from wirelab_bench.perf.h2load import find_h2load
-from wirelab_bench.perf.svcprocs import CLIENT_CPU, SERVER_CPU, Service, pin, service
+from wirelab_bench.perf.svcprocs import CLIENT_CPU, SERVER_CPU, Service, pin, pinned, service
 
 GOAL = 0.95
 # What Prometheus 3 sends with its default scrape protocols: it prefers OpenMetrics, gzipped.
@@ -77,7 +77,7 @@ def find_ghz(given: str) -> str:
 
 
 def _run(cmd: list[str]) -> str:
-    done = subprocess.run(cmd, preexec_fn=lambda: pin(CLIENT_CPU), capture_output=True, text=True)
+    done = subprocess.run(pinned(cmd, CLIENT_CPU), capture_output=True, text=True)
     if done.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed:\n{done.stderr[-2000:]}")
     return done.stdout

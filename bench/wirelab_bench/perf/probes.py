@@ -29,7 +29,7 @@ from wirelab_bench.benchknobs import listed, parser
 from wirelab_bench.knobs import REPO
 from wirelab_bench.perf.node import SERVICES as NODE_SERVICES
 from wirelab_bench.perf.node import node_process
-from wirelab_bench.perf.svcprocs import Service, pin, service
+from wirelab_bench.perf.svcprocs import Service, pinned, service
 
 # compose service -> (runtime, protocol).
 CHECKED = {
@@ -97,9 +97,8 @@ def cpu_per_check(
     for _ in range(checks):
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         done = subprocess.run(
-            command, env=env, capture_output=True, text=True, timeout=30,
-            preexec_fn=lambda: pin(cpu),
-        )  # fmt: skip
+            pinned(command, cpu), env=env, capture_output=True, text=True, timeout=30
+        )
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         if done.returncode != 0:
             raise SystemExit(f"{' '.join(command)} exited {done.returncode}: {done.stderr[-500:]}")

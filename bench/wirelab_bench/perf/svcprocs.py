@@ -24,8 +24,16 @@ SERVER_CPU, CLIENT_CPU = 0, 1
 
 
 def pin(cpu: int) -> None:
-    """Pin the calling process (or, as a ``preexec_fn``, the child about to exec) to ``cpu``."""
+    """Pin the calling process (and the threads and children it starts later) to ``cpu``."""
     os.sched_setaffinity(0, {cpu})
+
+
+def pinned(cmd: Sequence[str], cpu: int) -> list[str]:
+    """``cmd`` pinned to ``cpu`` by taskset, which execs it: the same pid, the same process.
+    Never a ``preexec_fn``: it makes Python fork instead of vfork, and the child runs Python
+    before its exec. Forked while a gRPC channel's threads held their locks, it can hang there:
+    a CI run on 27 Nov stalled 15 minutes in Popen, the child never reaching its exec."""
+    return ["taskset", "--cpu-list", str(cpu), *cmd]
 
 
 def address_of(protocol: str, port: int, host: str = "127.0.0.1") -> str:
@@ -73,9 +81,7 @@ def running(cmd: Sequence[str], cpu: int, ready: Callable[[], None]) -> Iterator
     # A file, not a pipe: nobody reads stderr while the service runs, and a full pipe would
     # stall a service that logs under load (an overload or soak run) on its next line.
     with tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen(
-            cmd, preexec_fn=lambda: pin(cpu), stdout=subprocess.DEVNULL, stderr=err
-        )
+        proc = subprocess.Popen(pinned(cmd, cpu), stdout=subprocess.DEVNULL, stderr=err)
         try:
             ready()
             yield psutil.Process(proc.pid)
