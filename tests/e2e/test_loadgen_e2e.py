@@ -20,6 +20,10 @@ from tests.e2e.prom import Prometheus
 pytestmark = pytest.mark.e2e
 
 RATE, SECONDS = 100, 5
+# Calls in flight at most: 32 ride out a 0.3 s stall of the shared machine. With 8, an 80 ms
+# hiccup once left REST's schedule 4 calls short (CI, 27 Nov 20:30): a drop the generator counted
+# correctly, but not what this test is about.
+WORKERS = 32
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +37,15 @@ def runs(lab: Lab, prometheus: Prometheus) -> dict[str, OpenRun]:
     write = f"{prometheus.base_url}/api/v1/write"
     return {
         protocol: run_open(
-            BINARY, protocol, target, BODY, RATE, 8, SECONDS, remote_write=write, peer=protocol
+            BINARY,
+            protocol,
+            target,
+            BODY,
+            RATE,
+            WORKERS,
+            SECONDS,
+            remote_write=write,
+            peer=protocol,
         )
         for protocol, target in targets.items()
     }
