@@ -9,10 +9,25 @@ from functools import partial
 
 import grpc
 import httpx
+from wirelab.v1 import wirelab_pb2 as pb
+from wirelab.v1 import wirelab_pb2_grpc as pb_grpc
 from wirelab_bench.cli import main
 
 CALLS = 25
 Timed = dict[str, dict[str, float]]  # protocol -> path ("direct", "proxy", ...) -> median ms
+# The small order the topology tests send to an edge, which relays it to its downstream.
+ORDER = {"order": {"order_id": "hop", "customer_id": "c", "items": [{"sku": "s", "quantity": 1}]}}
+ORDER_PB = pb.OrderRequest(
+    order=pb.Order(order_id="hop", customer_id="c", items=[pb.LineItem(sku="s", quantity=1)])
+)
+
+
+def order_rest(client: httpx.Client) -> object:
+    return client.post("/v1/orders", json=ORDER).raise_for_status()
+
+
+def order_grpc(channel: grpc.Channel) -> object:
+    return pb_grpc.WireLabStub(channel).ProcessOrder(ORDER_PB, timeout=10)
 
 
 def median_ms(call: Callable[[], object]) -> float:

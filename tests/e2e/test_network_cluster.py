@@ -16,8 +16,7 @@ from wirelab_bench.knobs import NETWORK_PROFILES
 from wirelab_bench.network import load_profiles
 
 from tests.e2e.lab import Lab, profile_lab
-from tests.e2e.netcalls import medians, set_network
-from tests.e2e.test_network_hops import _order_grpc, _order_rest
+from tests.e2e.netcalls import medians, order_grpc, order_rest, set_network
 
 pytestmark = pytest.mark.topology
 
@@ -79,12 +78,12 @@ def test_region_delays_both_arms_hop_and_grpc_still_reaches_every_replica(
 ) -> None:
     region = load_profiles(Path(NETWORK_PROFILES))["region"]
     set_network(cluster.api, "direct")
-    bare = medians({"a": cluster.rest}, {"a": cluster.grpc}, _order_rest, _order_grpc)
+    bare = medians({"a": cluster.rest}, {"a": cluster.grpc}, order_rest, order_grpc)
     before = _served(cluster.lab)
     set_network(cluster.api, "region")
     try:
         toxics = httpx.get(f"{cluster.api}/proxies/grpc-b-1/toxics", timeout=5).json()
-        emulated = medians({"a": cluster.rest}, {"a": cluster.grpc}, _order_rest, _order_grpc)
+        emulated = medians({"a": cluster.rest}, {"a": cluster.grpc}, order_rest, order_grpc)
     finally:
         set_network(cluster.api, "direct")
     print(f"median ms of an order sent to A, direct: {bare}; region: {emulated}")

@@ -8,25 +8,18 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import grpc
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from wirelab.v1 import wirelab_pb2 as pb
-from wirelab.v1 import wirelab_pb2_grpc as pb_grpc
 from wirelab_bench.knobs import NETWORK_PROFILES
 from wirelab_bench.network import load_profiles
 
 from tests.e2e.lab import profile_lab
-from tests.e2e.netcalls import CALLS, Timed, medians, set_network
+from tests.e2e.netcalls import CALLS, Timed, medians, order_grpc, order_rest, set_network
 
 pytestmark = pytest.mark.topology
 
 SERVICES = ["rest", "grpc", "rest-b", "grpc-b", "toxiproxy"]
-ORDER = {"order": {"order_id": "hop", "customer_id": "c", "items": [{"sku": "s", "quantity": 1}]}}
-ORDER_PB = pb.OrderRequest(
-    order=pb.Order(order_id="hop", customer_id="c", items=[pb.LineItem(sku="s", quantity=1)])
-)
 
 
 @dataclass
@@ -52,17 +45,9 @@ def hop_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HopLab]:
         )
 
 
-def _order_rest(client: httpx.Client) -> object:
-    return client.post("/v1/orders", json=ORDER).raise_for_status()
-
-
-def _order_grpc(channel: grpc.Channel) -> object:
-    return pb_grpc.WireLabStub(channel).ProcessOrder(ORDER_PB, timeout=10)
-
-
 def _orders_ms(net: HopLab) -> Timed:
     """Median ms of an order (A relays it to B) per protocol, sent to A and through the edge."""
-    return medians(net.rest, net.grpc, _order_rest, _order_grpc)
+    return medians(net.rest, net.grpc, order_rest, order_grpc)
 
 
 def _network(net: HopLab, profile: str) -> None:
