@@ -64,6 +64,7 @@ class Lab:
     node_server_urls: dict[str, str] = field(default_factory=dict)
     net_node_rest_url: str = ""
     net_node_grpc_target: str = ""
+    net_amqp_target: str = ""  # the AMQP arm's edge through Toxiproxy
 
     @property
     def edge(self) -> tuple[str, ...]:
@@ -86,17 +87,27 @@ def _snap(url: str, job: str, names: tuple[str, ...]) -> Snapshot | None:
         return None
 
 
-def route(cell: Cell, lab: Lab) -> tuple[str, str, dict[str, str]]:
-    """Where ``cell``'s load goes (REST base URL, gRPC target) and whose /metrics measure it:
-    its runtime's services, through their Toxiproxy proxies when its group has a network."""
+@dataclass(frozen=True)
+class Route:
+    """Where a cell's load goes and whose /metrics measure it (protocol -> URL)."""
+
+    rest_url: str
+    grpc_target: str
+    amqp_target: str
+    servers: dict[str, str]
+
+
+def route(cell: Cell, lab: Lab) -> Route:
+    """Where ``cell``'s load goes: its runtime's services (the AMQP arm's edge for the Python
+    runtime), through their Toxiproxy proxies when its group has a network."""
     proxied = cell.group.network != DIRECT
     if cell.runtime == "node":
         if proxied:
-            return lab.net_node_rest_url, lab.net_node_grpc_target, lab.node_server_urls
-        return lab.node_rest_url, lab.node_grpc_target, lab.node_server_urls
+            return Route(lab.net_node_rest_url, lab.net_node_grpc_target, "", lab.node_server_urls)
+        return Route(lab.node_rest_url, lab.node_grpc_target, "", lab.node_server_urls)
     if proxied:
-        return lab.net_rest_url, lab.net_grpc_target, lab.server_urls
-    return lab.rest_url, lab.grpc_target, lab.server_urls
+        return Route(lab.net_rest_url, lab.net_grpc_target, lab.net_amqp_target, lab.server_urls)
+    return Route(lab.rest_url, lab.grpc_target, lab.amqp_target, lab.server_urls)
 
 
 def measure(
@@ -106,8 +117,10 @@ def measure(
     g = cell.group
     port = lab.client_metrics_port or free_port()
     client_url = f"http://127.0.0.1:{port}/metrics"
-    rest_url, grpc_target, servers = route(cell, lab)
-    target = Target(rest_url, grpc_target, lab.locustfile, port, lab.locust_args, lab.amqp_target)
+    way = route(cell, lab)
+    target = Target(
+        way.rest_url, way.grpc_target, lab.locustfile, port, lab.locust_args, way.amqp_target
+    )
     # The generator's files (command, log, and Locust's CSVs or wirelab-loadgen's summary).
     (run_dir / "locust").mkdir(exist_ok=True)
     base = run_dir / "locust" / cell.cell_id
@@ -117,7 +130,7 @@ def measure(
     else:
         cmd = locust_command(cell, target, base)
     (run_dir / "locust" / f"{cell.cell_id}.cmd").write_text(shlex.join(cmd) + "\n")
-    server_url = servers.get(cell.protocol)
+    server_url = way.servers.get(cell.protocol)
     proc = LoadProcess(cmd, run_dir / "locust" / f"{cell.cell_id}.log")
     peaks = Peaks()
 

@@ -74,6 +74,9 @@ KNOBS: tuple[tuple[str, type, object, str], ...] = (
      "the Node.js REST service through Toxiproxy, for runtime node cells with a network profile"),
     ("net_node_grpc_target", str, host_address("net_grpc_node"),
      "the Node.js gRPC service through Toxiproxy, for runtime node cells with a network profile"),
+    ("net_amqp_target", str, host_address("net_amqp_edge"),
+     "the AMQP arm's edge through Toxiproxy, for its cells with a network profile"
+     " (order chain, PROFILES=amqp,netem)"),
 )  # fmt: skip
 
 
@@ -117,6 +120,7 @@ class Knobs:
     net_grpc_target: str
     net_node_rest_url: str
     net_node_grpc_target: str
+    net_amqp_target: str
 
 
 def add_arguments(parser: argparse.ArgumentParser, only: Collection[str] = ()) -> None:

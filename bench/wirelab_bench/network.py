@@ -16,9 +16,12 @@ DIRECT = "direct"
 # every proxy Toxiproxy has, so each hop pays it as the edge does, unless a group gives its hop
 # links a profile of their own (hop_network).
 PROXIES = ("rest", "grpc")
-# Every edge's proxy (toxiproxy/toxiproxy.json: the Node.js services' too); a proxy of another
-# name carries a hop of a topology (toxiproxy/<topology>.json).
-EDGE_PROXIES = (*PROXIES, "rest-node", "grpc-node")
+# The AMQP arm's (toxiproxy/order-chain.json): its gRPC edge's, and the hop link from its order
+# service to the broker, which carries all three of its hops (docs/network.md).
+AMQP_PROXIES = ("amqp", "amqp-broker")
+# Every edge's proxy (toxiproxy/toxiproxy.json: the Node.js services' too; the AMQP arm's in the
+# order chain); a proxy of another name carries a hop of a topology (toxiproxy/<topology>.json).
+EDGE_PROXIES = (*PROXIES, "rest-node", "grpc-node", "amqp")
 _KEYS = {"description": str, "rtt_ms": int, "jitter_ms": int, "bandwidth_kbps": int}
 
 
@@ -116,13 +119,14 @@ class Toxiproxy:
         response.raise_for_status()
         return sorted(response.json())
 
-    def unreachable(self) -> str | None:
-        """Why the proxies cannot carry a profile, or None when both edges' are there."""
+    def unreachable(self, needed: tuple[str, ...] = PROXIES) -> str | None:
+        """Why the proxies cannot carry a profile, or None when every one ``needed`` is there
+        (by default both edges')."""
         try:
             proxies = self.proxies()
         except (httpx.HTTPError, ValueError) as exc:
             return f"no Toxiproxy answers at {self.url} ({type(exc).__name__}: {exc})"
-        missing = [name for name in PROXIES if name not in proxies]
+        missing = [name for name in needed if name not in proxies]
         if missing:
             return f"Toxiproxy at {self.url} has no proxy {', '.join(missing)}"
         return None
@@ -163,15 +167,24 @@ class NetworkUnavailable(Exception):
 class Network:
     """A run's network conditions: its profiles, applied to the lab's Toxiproxy as cells need."""
 
-    def __init__(self, profiles_file: Path, toxiproxy_url: str, needed: tuple[str, ...]) -> None:
+    def __init__(
+        self, profiles_file: Path, toxiproxy_url: str, needed: tuple[str, ...], amqp: bool = False
+    ) -> None:
+        """``needed``: the profiles the cells name; ``amqp``: some of those cells are the AMQP
+        arm's, whose proxies only the order chain's overlay with PROFILES=amqp,netem has."""
         self.profiles = load_profiles(profiles_file)
         self.proxy = Toxiproxy(toxiproxy_url)
         # (edge links' profile, hop links' profile) now on the proxies.
         self.current = (DIRECT, DIRECT)
-        if why := self.proxy.unreachable():
+        proxies: tuple[str, ...] = PROXIES
+        start = "make lab PROFILES=netem"
+        if amqp:
+            proxies = PROXIES + AMQP_PROXIES
+            start = "make lab TOPOLOGY=order-chain PROFILES=amqp,netem"
+        if why := self.proxy.unreachable(proxies):
             raise NetworkUnavailable(
                 f"{why}; cells need network {', '.join(needed)}:"
-                " start the lab with `make lab PROFILES=netem` (docs/network.md)"
+                f" start the lab with `{start}` (docs/network.md)"
             )
 
     def use(self, name: str, hops: str | None = None) -> dict[str, Any] | None:

@@ -16,7 +16,7 @@ from wirelab_bench import environment
 from wirelab_bench.cell import Lab, measure
 from wirelab_bench.health import wait_healthy
 from wirelab_bench.knobs import REPO, Knobs
-from wirelab_bench.network import Network, NetworkUnavailable, label
+from wirelab_bench.network import DIRECT, Network, NetworkUnavailable, label
 from wirelab_bench.parity import ParityError, check_arm_parity, check_parity
 from wirelab_bench.progress import Estimate, Progress, clock
 from wirelab_bench.prom import Prometheus
@@ -114,6 +114,7 @@ def _lab(
         node_grpc_target=knobs.node_grpc_target,
         net_node_rest_url=knobs.net_node_rest_url,
         net_node_grpc_target=knobs.net_node_grpc_target,
+        net_amqp_target=knobs.net_amqp_target,
         node_server_urls=node,
     )
 
@@ -183,7 +184,11 @@ def run(scenario: Scenario, knobs: Knobs) -> tuple[int, Path]:
         manifest["topology"] = _topology(scenario, lab, arms, progress)
         if needed := scenario.networks():
             phase = "network"
-            network = Network(Path(knobs.network_profiles), knobs.toxiproxy_url, needed)
+            amqp = any(
+                "amqp" in g.protocols and (g.network, g.hops_network) != (DIRECT, DIRECT)
+                for g in scenario.groups
+            )
+            network = Network(Path(knobs.network_profiles), knobs.toxiproxy_url, needed, amqp)
             manifest["network"] = {}
         for cell in cells:
             started = time.monotonic()
@@ -197,7 +202,8 @@ def run(scenario: Scenario, knobs: Knobs) -> tuple[int, Path]:
                     said += f"; hop links {applied['hops']['name']}"
                 progress.message(f"network {links}: {said}")
                 if protocols:
-                    wait_healthy(knobs.net_rest_url, knobs.net_grpc_target, protocols, 30)
+                    proxied = (knobs.net_rest_url, knobs.net_grpc_target, protocols, 30)
+                    wait_healthy(*proxied, amqp_target=knobs.net_amqp_target)
                 if node := arms.get("node"):
                     wait_healthy(knobs.net_node_rest_url, knobs.net_node_grpc_target, node, 30)
             phase = f"{cell.cell_id}: health"

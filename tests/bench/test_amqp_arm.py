@@ -10,15 +10,19 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from wirelab.hops.outgoing import Outgoing, families
 from wirelab.metrics import ServerMetrics
+from wirelab_bench.cell import Lab, route
 from wirelab_bench.cli import main
 from wirelab_bench.health import wait_healthy
 from wirelab_bench.histo import delta, key
-from wirelab_bench.knobs import REPO
+from wirelab_bench.knobs import NETWORK_PROFILES, REPO
+from wirelab_bench.network import AMQP_PROXIES, Network, NetworkUnavailable, Profile
 from wirelab_bench.promql import EXPORTS, TOPOLOGY_EXPORTS, aggregate
 from wirelab_bench.scenario import Gates
 from wirelab_bench.scenario_file import ScenarioError, load_scenario
 from wirelab_bench.scrape import parse
 from wirelab_bench.tidy import Window, build_row
+
+from tests.bench.test_network import FakeToxiproxy
 
 QUEUES = ("amqp://broker:5672/product", "amqp://broker:5672/customer")
 
@@ -34,29 +38,63 @@ def test_the_order_chain_scenario_measures_three_arms() -> None:
     assert {c.protocol for c in chain.cells()} == {"rest", "grpc", "amqp"}
 
 
-@pytest.mark.parametrize(
-    ("text", "message"),
-    [
-        ('protocols = ["amqp"]\n', "protocol amqp runs in topology order-chain only"),
-        (
-            'topology = "order-chain"\nprotocols = ["amqp"]\nnetwork = "region"\n',
-            "protocol amqp has no route through Toxiproxy",
-        ),
-    ],
-)
-def test_amqp_cells_are_refused_where_the_lab_cannot_run_them(
-    tmp_path: Path, text: str, message: str
-) -> None:
-    with pytest.raises(ScenarioError, match=message):
-        load_scenario(_scenario(tmp_path, text))
+def test_amqp_cells_are_refused_outside_the_order_chain(tmp_path: Path) -> None:
+    with pytest.raises(ScenarioError, match="protocol amqp runs in topology order-chain only"):
+        load_scenario(_scenario(tmp_path, 'protocols = ["amqp"]\n'))
 
 
-def test_a_run_wide_network_cannot_put_the_amqp_arm_behind_toxiproxy(
+def test_amqp_cells_may_run_under_a_network_profile(tmp_path: Path) -> None:
+    """Through Toxiproxy (PROFILES=amqp,netem): its edge's proxy and its broker link's."""
+    text = 'topology = "order-chain"\nprotocols = ["amqp"]\nnetwork = "region"\n'
+    (cell,) = load_scenario(_scenario(tmp_path, text)).cells()
+    links = (cell.group.network, cell.group.hops_network)
+    assert (cell.protocol, *links) == ("amqp", "region", "region")
+
+
+def test_a_run_wide_network_puts_the_amqp_arm_behind_toxiproxy_too(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = _scenario(tmp_path, 'topology = "order-chain"\nprotocols = ["grpc", "amqp"]\n')
-    assert main(["bench", str(path), "--network", "region", "--dry-run"]) == 2
-    assert "no route through Toxiproxy" in capsys.readouterr().err
+    assert main(["bench", str(path), "--network", "region", "--dry-run"]) == 0
+    assert "001_amqp_unary_u1_0b_region_r0" in capsys.readouterr().out
+
+
+def test_an_amqp_cell_with_a_network_goes_to_its_edges_proxy(tmp_path: Path) -> None:
+    text = (
+        'topology = "order-chain"\nprotocols = ["amqp"]\n'
+        '[[groups]]\nname = "direct"\n[[groups]]\nname = "far"\nnetwork = "direct"\n'
+        'hop_network = "region"\n[[groups]]\nname = "region"\nnetwork = "region"\n'
+    )
+    cells = load_scenario(_scenario(tmp_path, text)).cells()
+    lab = Lab("rest", "grpc", Path(), (), 0, amqp_target="edge", net_amqp_target="toxiproxy-edge")
+    # Only the edge's link decides where the load goes: the hop link is the edge's own business.
+    assert [route(c, lab).amqp_target for c in cells] == ["edge", "edge", "toxiproxy-edge"]
+
+
+def _fake_network(proxies: tuple[str, ...], amqp: bool) -> Network:
+    fake = FakeToxiproxy(proxies)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("wirelab_bench.network.Toxiproxy", lambda url: fake.client())
+        return Network(Path(NETWORK_PROFILES), "http://toxiproxy:8474", ("region",), amqp)
+
+
+def test_amqp_cells_with_a_network_need_the_arms_two_proxies() -> None:
+    chain = ("rest", "grpc", "rest-product", "grpc-product")
+    assert _fake_network(chain, amqp=False)  # the other arms' cells do not need them
+    refused = r"no proxy amqp, amqp-broker.*PROFILES=amqp,netem"
+    with pytest.raises(NetworkUnavailable, match=refused):
+        _fake_network(chain, amqp=True)
+    assert _fake_network((*chain, *AMQP_PROXIES), amqp=True)
+
+
+def test_the_amqp_edges_proxy_takes_the_edge_profile_and_the_broker_link_the_hops() -> None:
+    fake = FakeToxiproxy(("rest", "grpc", "grpc-product", *AMQP_PROXIES))
+    fake.client().apply(Profile("zone", "", 2), Profile("region", "", 40, 6))
+    latency = {p: sorted(t["attributes"]["latency"] for t in fake.toxics[p]) for p in fake.toxics}
+    assert latency == {
+        "rest": [1, 1], "grpc": [1, 1], "amqp": [1, 1],
+        "grpc-product": [20, 20], "amqp-broker": [20, 20],
+    }  # fmt: skip
 
 
 def _edge_page(protocol: str, server: int, hops: int) -> str:

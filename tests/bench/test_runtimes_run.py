@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from wirelab_bench.cell import Lab, route
+from wirelab_bench.cell import Lab, Route, route
 from wirelab_bench.cli import main
 from wirelab_bench.report import render
 from wirelab_bench.scenario_file import ScenarioError, load_scenario
@@ -148,8 +148,8 @@ def test_each_runtimes_cells_go_to_its_own_services_through_its_own_proxies(
               net_node_rest_url="node-rest-via", net_node_grpc_target="node-grpc-via")  # fmt: skip
     routes = {(c.runtime, c.group.network): route(c, lab) for c in scenario.cells()}
     assert routes == {
-        ("python", "direct"): ("py-rest", "py-grpc", {"rest": "py-metrics"}),
-        ("python", "region"): ("py-rest-via", "py-grpc-via", {"rest": "py-metrics"}),
-        ("node", "direct"): ("node-rest", "node-grpc", {"rest": "node-metrics"}),
-        ("node", "region"): ("node-rest-via", "node-grpc-via", {"rest": "node-metrics"}),
+        ("python", "direct"): Route("py-rest", "py-grpc", "", {"rest": "py-metrics"}),
+        ("python", "region"): Route("py-rest-via", "py-grpc-via", "", {"rest": "py-metrics"}),
+        ("node", "direct"): Route("node-rest", "node-grpc", "", {"rest": "node-metrics"}),
+        ("node", "region"): Route("node-rest-via", "node-grpc-via", "", {"rest": "node-metrics"}),
     }

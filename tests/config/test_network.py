@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 import yaml
-from wirelab.contract import address_of, peer_of
-from wirelab_bench.network import PROXIES
+from wirelab.contract import HOST_PORTS, address_of, peer_of
+from wirelab_bench.network import AMQP_PROXIES, PROXIES
 
 from tests.config.queries import REPO
 from tests.config.test_broker import compose_config
@@ -39,11 +39,11 @@ def test_toxiproxy_starts_only_with_the_netem_profile_and_after_the_services() -
 
 def test_its_ports_are_on_loopback_and_movable_by_the_e2e_lab() -> None:
     ports = {p["target"]: p for p in toxiproxy()["ports"]}
-    assert set(ports) == {8474, 8000, 50051, 8010, 50061}
+    assert set(ports) == {8474, 8000, 50051, 8010, 50061, 50052}
     assert {p["host_ip"] for p in ports.values()} == {"127.0.0.1"}
     raw = yaml.safe_load((REPO / "compose.yaml").read_text())["services"]["toxiproxy"]
     variables = {v for port in raw["ports"] for v in re.findall(r"(WIRELAB_\w+_HOST_PORT)", port)}
-    assert len(variables) == 5 and variables <= set(HOST_PORT_VARIABLES)
+    assert len(variables) == 6 and variables <= set(HOST_PORT_VARIABLES)
 
 
 # Each service under test (the Node.js ones with the node profile) and its port inside compose:
@@ -133,7 +133,39 @@ def test_under_netem_a_topologys_hops_go_through_toxiproxy_keeping_their_peer_na
             if edge in PROXIES:
                 assert services["toxiproxy"]["depends_on"][peer]["condition"] == "service_healthy"
             hops.add(proxy["name"])
-    assert hops == set(proxies) - set(edges)
+    # The AMQP arm's two (its own test below) are neither toxiproxy.json's nor a topology hop's.
+    assert hops == set(proxies) - set(edges) - set(AMQP_PROXIES)
+
+
+def test_under_netem_the_amqp_arm_reaches_its_broker_and_is_reached_through_toxiproxy() -> None:
+    """The order chain with PROFILES=amqp,netem: the AMQP arm's order service sends its three
+    queues' orders through the proxy amqp-broker, whose upstream is the broker it used; its
+    consumers stay beside the broker (one hop link per order and hop, as a gRPC hop has); its
+    edge has a proxy of its own, published as the table says, which the bench service knows."""
+    files = ("compose.yaml", "topologies/order-chain.yaml")
+    plain = resolved(*files, COMPOSE_PROFILES="amqp,netem,bench")["services"]
+    services = resolved(
+        *files, "topologies/netem/order-chain.yaml", COMPOSE_PROFILES="amqp,netem,bench"
+    )["services"]
+    proxies = {p["name"]: p for p in json.loads((REPO / "toxiproxy/order-chain.json").read_text())}
+    edge, broker = (proxies[name] for name in AMQP_PROXIES)
+    direct = plain["amqp"]["environment"]["WIRELAB_DOWNSTREAM"].split(",")
+    via = services["amqp"]["environment"]["WIRELAB_DOWNSTREAM"].split(",")
+    listen = broker["listen"].rsplit(":", 1)[1]
+    assert [u.replace(broker["upstream"], f"toxiproxy:{listen}") for u in direct] == via
+    assert services["amqp"]["depends_on"]["toxiproxy"]["condition"] == "service_healthy"
+    for consumer in ("amqp-product", "amqp-customer", "amqp-shipping"):
+        consume = services[consumer]["environment"]["WIRELAB_AMQP_CONSUME"]
+        assert consume == plain[consumer]["environment"]["WIRELAB_AMQP_CONSUME"]
+        assert consume.startswith(f"amqp://{broker['upstream']}/")
+    assert edge["upstream"] == "amqp:50051"
+    published = {p["target"]: p["published"] for p in services["toxiproxy"]["ports"]}
+    port = int(edge["listen"].rsplit(":", 1)[1])
+    assert published[port] == str(HOST_PORTS["net_amqp_edge"])
+    bench = services["bench"]["environment"]
+    assert bench["WIRELAB_BENCH_NET_AMQP_TARGET"] == f"toxiproxy:{port}"
+    assert bench["WIRELAB_BENCH_AMQP_TARGET"] == "amqp:50051"
+    assert bench["WIRELAB_BENCH_AMQP_METRICS_URL"] == "http://amqp:9100/metrics"
 
 
 def test_the_clusters_client_side_arm_gets_a_proxy_per_replica_before_its_edges_start() -> None:

@@ -329,6 +329,9 @@ def test_with_netem_a_topologys_hops_go_through_toxiproxy(
         # The same split through the hop's proxy pays the profile on every piece.
         ({"WIRELAB_CLUSTER_REST_DOWNSTREAM": "http://toxiproxy:8101#lb,http://toxiproxy:8101#lb"},
          None),
+        # A broker's address past it too (the AMQP arm's hops go through amqp-broker).
+        ({"WIRELAB_CLUSTER_GRPC_DOWNSTREAM": "amqp://rabbitmq:5672/orders"},
+         "grpc -> amqp://rabbitmq:5672/orders"),
         ({}, None),
     ],
 )  # fmt: skip
@@ -350,3 +353,14 @@ def test_with_netem_no_hop_bypasses_toxiproxy(
         # Without netem nothing is proxied, every arm alike: the same knob starts the lab.
         done, _ = run({**env, "FAKE_LOG": fake["FAKE_LOG"] + ".2"}, "lab-up")
         assert done.returncode == 0, done.stderr
+
+
+def test_with_netem_the_order_chains_amqp_arm_starts_through_toxiproxy(
+    fake: dict[str, str],
+) -> None:
+    """Its order service reaches RabbitMQ through amqp-broker (topologies/netem/order-chain.yaml),
+    so the bypass check, which covers amqp:// downstreams, lets the lab start."""
+    env = {**fake, "WIRELAB_OFFLINE": "1", "WIRELAB_TOPOLOGY": "order-chain"}
+    done, _ = run({**env, "WIRELAB_PROFILES": "amqp,netem"}, "lab-up")
+    assert done.returncode == 0, done.stderr
+    assert any(c.startswith("compose up ") and " amqp " in f"{c} " for c in docker_calls(fake))
