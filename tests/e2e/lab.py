@@ -167,15 +167,16 @@ def booted(lab: Lab) -> Iterator[Lab]:
 def profile_lab(
     folder: Path, profile: str, services: list[str], topology: str | None = None, **env: str
 ) -> Iterator[Lab]:
-    """compose's ``profile`` (over ``topology``'s file, if given) booted with only ``services``,
-    as a project of its own (a skip, or a failure in CI, without an engine); down and gone
-    afterwards."""
+    """compose's ``profile`` (comma separated: several; over ``topology``'s file, if given)
+    booted with only ``services``, as a project of its own (a skip, or a failure in CI, without
+    an engine); down and gone afterwards."""
     with engine_for(f"the {profile} profile test"):
         lab = Lab.create(folder, topology)
-        lab.project = f"wirelab-{profile}-{uuid.uuid4().hex[:8]}"
+        lab.project = f"wirelab-{profile.replace(',', '-')}-{uuid.uuid4().hex[:8]}"
         lab.env |= {"COMPOSE_PROFILES": profile, **env}
         overlay = f"topologies/netem/{topology}.yaml"
-        if profile == "netem" and topology is not None and (REPO / overlay).exists():
+        netem = "netem" in profile.split(",")
+        if netem and topology is not None and (REPO / overlay).exists():
             lab.env["COMPOSE_FILE"] += f":{overlay}"  # as offline/lab-up adds it
         lab.services = services
         with booted(lab):
