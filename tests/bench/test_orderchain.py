@@ -12,6 +12,7 @@ from wirelab.hops.confirm import confirmation
 from wirelab_bench.loadgen import ClosedRun, closed_figures
 from wirelab_bench.perf import confirmations, orderchain
 from wirelab_bench.perf.orderchain import Cpu, CpuSample, per_order, rotation, services
+from wirelab_bench.promql import SERVICE_LABEL
 from wirelab_bench.scrape import parse
 
 
@@ -46,7 +47,7 @@ def test_each_arm_leads_one_load_in_three() -> None:
 
 
 def _sample(seconds: float, at: float) -> CpuSample:
-    return CpuSample({"amqp": seconds}, {"amqp": at})
+    return CpuSample({"amqp": {"/docker/a": seconds}}, {"amqp": at})
 
 
 def test_a_runs_cpu_is_the_increase_over_its_window_less_the_idle_rate() -> None:
@@ -57,6 +58,44 @@ def test_a_runs_cpu_is_the_increase_over_its_window_less_the_idle_rate() -> None
     run = ClosedRun(10, 25.0, 20.0, 400, 410, 420, 100, 0)
     assert per_order(10.0, run, 30) == pytest.approx(1000 * 10 / 600)
     assert math.isnan(per_order(1.0, ClosedRun(10, 0, 0, 0, 0, 0, 0, 0), 30))
+
+
+def test_a_container_recreated_mid_run_counts_its_own_cpu_not_the_old_ones_loss() -> None:
+    """cAdvisor drops a removed container's counter: the service's sum falls (20 -> 3 s here)
+    though the new container spent 3 s and the old one 2 s more before it went."""
+    cpu = Cpu("http://prometheus", ["amqp"])
+    first = CpuSample({"amqp": {"/docker/old": 18.0}}, {"amqp": 1000.0})
+    middle = CpuSample({"amqp": {"/docker/old": 20.0}}, {"amqp": 1010.0})
+    last = CpuSample({"amqp": {"/docker/new": 3.0}}, {"amqp": 1040.0})
+    assert cpu.used(first, last, "amqp") == pytest.approx(3.0)  # the old one's 2 s went with it
+    assert cpu.used(first, middle, "amqp") == pytest.approx(2.0)
+    # Two replicas of one service: each one's increase, summed.
+    two = CpuSample({"amqp": {"/docker/a": 5.0, "/docker/b": 7.0}}, {"amqp": 1000.0})
+    later = CpuSample({"amqp": {"/docker/a": 6.0, "/docker/b": 9.5}}, {"amqp": 1010.0})
+    assert cpu.used(two, later, "amqp") == pytest.approx(3.5)
+
+
+def test_a_sample_reads_each_containers_counter_apart(monkeypatch: pytest.MonkeyPatch) -> None:
+    cpu = Cpu("http://prometheus", ["amqp"])
+    queries: list[str] = []
+
+    def answer(expr: str) -> list[tuple[dict[str, str], float]]:
+        queries.append(expr)
+        if expr.startswith("max by"):
+            return [({SERVICE_LABEL: "amqp"}, 1000.0)]
+        return [
+            ({SERVICE_LABEL: "amqp", "id": c}, s)
+            for c, s in (("/docker/a", 1.0), ("/docker/b", 2.0))
+        ]
+
+    monkeypatch.setattr(cpu, "_query", answer)
+    assert cpu.sample() == CpuSample(
+        {"amqp": {"/docker/a": 1.0, "/docker/b": 2.0}}, {"amqp": 1000.0}
+    )
+    assert queries[0].startswith(f"sum by ({SERVICE_LABEL}, id) (")
+    monkeypatch.setattr(cpu, "_query", lambda expr: [])
+    with pytest.raises(RuntimeError, match="no CPU for"):
+        cpu.sample()
 
 
 def test_idle_and_fresh_samples_follow_cadvisors_stamps(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -73,10 +73,19 @@ def services(arm: str) -> tuple[str, ...]:
 
 @dataclass(frozen=True)
 class CpuSample:
-    """Each service's CPU seconds so far and the time cAdvisor measured them."""
+    """Each service's containers' CPU seconds so far (service -> cAdvisor's container id ->
+    seconds) and the time cAdvisor measured them (per service)."""
 
-    seconds: dict[str, float]
+    seconds: dict[str, dict[str, float]]
     at: dict[str, float]
+
+    def increase(self, later: CpuSample, name: str) -> float:
+        """CPU seconds ``name``'s containers spent from this sample to ``later``: each
+        container's own increase, summed. A service's sum would fall when a container is
+        recreated (cAdvisor drops the old one's counter) and read as negative CPU; a container
+        that started in between counts whole, and one that is gone counts nothing."""
+        before = self.seconds.get(name, {})
+        return sum(s - before.get(c, 0.0) for c, s in later.seconds.get(name, {}).items())
 
 
 class Cpu:
@@ -92,18 +101,19 @@ class Cpu:
         self.names = tuple(names)
         self.idle: dict[str, float] = {}
 
-    def _query(self, expr: str) -> dict[str, float]:
+    def _query(self, expr: str) -> list[tuple[dict[str, str], float]]:
         url = f"{self.prometheus}/api/v1/query?{urllib.parse.urlencode({'query': expr})}"
         with urllib.request.urlopen(url, timeout=30) as response:
             body = json.load(response)
-        return {
-            r["metric"].get(SERVICE_LABEL, ""): float(r["value"][1]) for r in body["data"]["result"]
-        }
+        return [(r["metric"], float(r["value"][1])) for r in body["data"]["result"]]
 
     def sample(self) -> CpuSample:
         selector = f'container_cpu_usage_seconds_total{{{SERVICE_LABEL}=~"{"|".join(self.names)}"}}'
-        seconds = self._query(f"sum by ({SERVICE_LABEL}) ({selector})")
-        at = self._query(f"max by ({SERVICE_LABEL}) (timestamp({selector}))")
+        seconds: dict[str, dict[str, float]] = {}
+        for labels, value in self._query(f"sum by ({SERVICE_LABEL}, id) ({selector})"):
+            seconds.setdefault(labels.get(SERVICE_LABEL, ""), {})[labels.get("id", "")] = value
+        at_query = f"max by ({SERVICE_LABEL}) (timestamp({selector}))"
+        at = {labels.get(SERVICE_LABEL, ""): value for labels, value in self._query(at_query)}
         missing = set(self.names) - set(seconds)
         if missing:
             raise RuntimeError(f"cAdvisor has no CPU for {sorted(missing)} in {self.prometheus}")
@@ -129,12 +139,12 @@ class Cpu:
     def used(self, first: CpuSample, last: CpuSample, name: str) -> float:
         """CPU seconds ``name`` spent between two samples above its idle rate."""
         span = last.at[name] - first.at[name]
-        return last.seconds[name] - first.seconds[name] - self.idle.get(name, 0.0) * span
+        return first.increase(last, name) - self.idle.get(name, 0.0) * span
 
 
 def _rate(first: CpuSample, last: CpuSample, name: str) -> float:
     span = last.at[name] - first.at[name]
-    return (last.seconds[name] - first.seconds[name]) / span if span > 0 else 0.0
+    return first.increase(last, name) / span if span > 0 else 0.0
 
 
 def per_order(cpu_seconds: float, run: ClosedRun, seconds: int) -> float:
