@@ -903,6 +903,8 @@ else:
     mean = tidy.groupby([*keys, "protocol"])["client_mean_ms"].mean().unstack("protocol")
     if {"rest", "grpc"} <= set(mean.columns):
         mean["grpc/rest"] = mean["grpc"] / mean["rest"]
+    if {"grpc", "amqp"} <= set(mean.columns):  # the order chain's AMQP arm (docs/network.md)
+        mean["amqp/grpc"] = mean["amqp"] / mean["grpc"]
     display(mean.round(3))
     if "grpc/rest" in mean:
         ratio = mean["grpc/rest"].reset_index()

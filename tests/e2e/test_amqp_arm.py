@@ -1,21 +1,29 @@
 """The order chain's AMQP arm booted (order-chain with the amqp profile; docs/broker.md), with a
-user and password of its own. First the broker: RabbitMQ, on the pinned image or its stand-in,
-healthy and not root; reachable from the host with the credentials compose was given and not as
-guest; a durable queue through publisher confirms, deliveries held unacked, then acked; and the
-broker's own counters and per-queue depth following each step in Prometheus. Then the arm: orders
-through a gRPC edge and RabbitMQ to three queue consumers, counted alike hop by hop; malformed
-messages dead-lettered and counted while the consumer goes on; nothing lost when the broker's
-process is killed mid-run; a consumer started while the broker is down is not ready, then serves;
-`make bench` measures the arm beside the gRPC arm and `make report` reads the run."""
+user and password of its own, under the netem profile too (one boot for both, as CI's time asks):
+Toxiproxy fronts every arm's edge and hop links, the AMQP arm's being its broker connection
+(topologies/netem/order-chain.yaml), and adds nothing until a test applies a profile.
+
+First the broker: RabbitMQ, on the pinned image or its stand-in, healthy and not root; reachable
+from the host with the credentials compose was given and not as guest; a durable queue through
+publisher confirms, deliveries held unacked, then acked; and the broker's own counters and
+per-queue depth following each step in Prometheus. Then the arm: orders through a gRPC edge and
+RabbitMQ to three queue consumers, counted alike hop by hop; a network profile delays each AMQP
+hop as it delays each gRPC hop, and a cut broker link fails orders at once; `make bench` measures
+the three arms direct and under `region` through their proxies, and `make report` reads the run,
+the AMQP arm beside the gRPC arm per condition; malformed messages dead-lettered and counted
+while the consumer goes on; nothing lost when the broker's process is killed mid-run; a consumer
+started while the broker is down is not ready, then serves."""
 
 from __future__ import annotations
 
+import statistics
 import subprocess
 import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -28,10 +36,13 @@ from pika.adapters.blocking_connection import BlockingChannel
 from wirelab.amqp import wire
 from wirelab.v1 import wirelab_pb2 as pb
 from wirelab.v1 import wirelab_pb2_grpc as pb_grpc
+from wirelab_bench.knobs import NETWORK_PROFILES
+from wirelab_bench.network import AMQP_PROXIES, Profile, load_profiles
 
 from tests.config.queries import all_queries
 from tests.e2e.bench_run import bench, bench_env, report
 from tests.e2e.lab import Lab, healthy, profile_lab, wait_for
+from tests.e2e.netcalls import CALLS, order_grpc, set_network
 from tests.e2e.prom import Prometheus
 
 pytestmark = pytest.mark.topology
@@ -42,7 +53,7 @@ QUEUES = ("amqp-product", "amqp-customer", "amqp-shipping")
 OTHER_ARMS = [
     f"{p}{s}" for p in ("rest", "grpc") for s in ("", "-product", "-customer", "-shipping")
 ]
-SERVICES = ["rabbitmq", *QUEUES, "amqp", *OTHER_ARMS, "prometheus"]
+SERVICES = ["rabbitmq", *QUEUES, "amqp", *OTHER_ARMS, "prometheus", "toxiproxy"]
 ORDERS = 60  # a few seconds of orders, bounded by count
 WORK_MS = 5
 CALL_TIMEOUT = 10.0
@@ -65,6 +76,8 @@ class Arm:
     amqp_host: str
     amqp_port: int
     ui_url: str  # the broker's management API
+    toxiproxy: str  # its API
+    proxied: dict[str, str]  # arm -> its edge through Toxiproxy (REST: a base URL)
 
 
 @pytest.fixture(scope="module")
@@ -72,12 +85,19 @@ def arm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Arm]:
     """The broker, the edge, its three consumers and Prometheus: the host sends the orders."""
     folder = tmp_path_factory.mktemp("amqp-arm")
     credentials = {"WIRELAB_AMQP_USER": USER, "WIRELAB_AMQP_PASSWORD": PASSWORD}
-    with profile_lab(folder, "amqp", SERVICES, topology="order-chain", **credentials) as lab:
+    lab_of = partial(profile_lab, folder, "amqp,netem", SERVICES, topology="order-chain")
+    with lab_of(**credentials) as lab:
         edge = lab.compose("port", "amqp", "50051", timeout=30).stdout.strip()
         address = lab.compose("port", "rabbitmq", "5672", timeout=30).stdout.strip()
         host, port = address.rsplit(":", 1)
         prometheus = Prometheus(lab.url("prometheus", 9090))
-        yield Arm(lab, prometheus, edge, host, int(port), lab.url("rabbitmq", 15672))
+        proxied = {
+            "rest": lab.url("toxiproxy", 8000),
+            "grpc": lab.url("toxiproxy", 50051).removeprefix("http://"),
+            "amqp": lab.url("toxiproxy", 50052).removeprefix("http://"),
+        }
+        ui, api = lab.url("rabbitmq", 15672), lab.url("toxiproxy", 8474)
+        yield Arm(lab, prometheus, edge, host, int(port), ui, api, proxied)
 
 
 def _connect(arm: Arm, user: str = USER, password: str = PASSWORD) -> pika.BlockingConnection:
@@ -327,16 +347,109 @@ def test_the_amqp_arms_queries_return_data(arm: Arm) -> None:
         pytest.fail("queries without data:\n" + "\n".join(missing))
 
 
+def _region() -> Profile:
+    return load_profiles(Path(NETWORK_PROFILES))["region"]
+
+
+def _trips(trips: int) -> tuple[float, float]:
+    """What ``trips`` round trips of ``region`` may add: half a trip less (jitter) to one trip
+    more (a slow moment of this shared machine only adds; on 27 Nov an AMQP order's three trips
+    once read 150 ms). Either way a hop too few, or one charged twice, falls outside."""
+    rtt = _region().rtt_ms
+    return (trips - 0.5) * rtt, (trips + 1) * rtt
+
+
+def _orders_ms(arm: Arm, warm: int = 1) -> dict[str, float]:
+    """Median ms of a small order sent to each gRPC-speaking arm's edge, direct and through its
+    proxy: one order on each path in turn, CALLS rounds, so a slow moment of the shared machine
+    (or of the broker's disk) falls on every path alike; after ``warm`` untimed orders each (a
+    broker just booted answers its first ones slowly)."""
+    edges = {
+        "amqp": arm.edge,
+        "amqp-proxy": arm.proxied["amqp"],
+        "grpc": arm.lab.url("grpc", 50051).removeprefix("http://"),
+        "grpc-proxy": arm.proxied["grpc"],
+    }
+    times: dict[str, list[float]] = {path: [] for path in edges}
+    with ExitStack() as stack:
+        channels = {p: stack.enter_context(grpc.insecure_channel(t)) for p, t in edges.items()}
+        for channel in channels.values():
+            for _ in range(warm):
+                order_grpc(channel)
+        for _ in range(CALLS):
+            for path, channel in channels.items():
+                started = time.perf_counter()
+                order_grpc(channel)
+                times[path].append((time.perf_counter() - started) * 1000)
+    return {path: statistics.median(t) for path, t in times.items()}
+
+
+def test_region_delays_each_amqp_hop_as_it_delays_each_grpc_hop(arm: Arm) -> None:
+    """The AMQP arm's three hops cross its broker link, the gRPC arm's their own proxies: each
+    hop pays one round trip on both, and the edge's proxy one more."""
+    set_network(arm.toxiproxy, "direct")
+    bare = _orders_ms(arm, warm=10)
+    set_network(arm.toxiproxy, "region")
+    try:
+        toxics = {p: httpx.get(f"{arm.toxiproxy}/proxies/{p}/toxics", timeout=5).json()
+                  for p in AMQP_PROXIES}  # fmt: skip
+        emulated = _orders_ms(arm)
+    finally:
+        set_network(arm.toxiproxy, "direct")
+    print(f"\nmedian order ms, direct: {bare}\nunder region: {emulated}")
+    assert {p: len(t) for p, t in toxics.items()} == dict.fromkeys(AMQP_PROXIES, 2)
+    hops, both = _trips(len(QUEUES)), _trips(len(QUEUES) + 1)
+    for name in ("amqp", "grpc"):
+        added = emulated[name] - bare[name]
+        through = emulated[f"{name}-proxy"] - bare[f"{name}-proxy"]
+        assert hops[0] < added < hops[1], (name, bare, emulated)
+        assert both[0] < through < both[1], (name, bare, emulated)
+
+
+def _order_status(target: str) -> grpc.StatusCode:
+    with grpc.insecure_channel(target) as channel:
+        try:
+            order_grpc(channel)
+        except grpc.RpcError as exc:
+            return exc.code()
+    return grpc.StatusCode.OK
+
+
+def test_a_cut_broker_link_fails_orders_at_once_and_the_arm_serves_again(arm: Arm) -> None:
+    """The proxy amqp-broker disabled (Toxiproxy closes its connections and refuses new ones):
+    the edge answers UNAVAILABLE well before the call's deadline, never hangs; enabled again,
+    its robust connection comes back and orders go through."""
+    proxy = f"{arm.toxiproxy}/proxies/amqp-broker"
+    assert _order_status(arm.edge) == grpc.StatusCode.OK
+    httpx.post(proxy, json={"enabled": False}, timeout=5).raise_for_status()
+    try:
+        code = wait_for(
+            "the AMQP arm to fail orders without its broker link",
+            lambda: c if (c := _order_status(arm.edge)) != grpc.StatusCode.OK else None,
+            timeout=20,
+        )
+        assert code == grpc.StatusCode.UNAVAILABLE, code
+    finally:
+        httpx.post(proxy, json={"enabled": True}, timeout=5).raise_for_status()
+    wait_for(
+        "the AMQP arm to serve again through its broker link",
+        lambda: _order_status(arm.edge) == grpc.StatusCode.OK or None,
+        timeout=30,
+    )
+
+
 def test_bench_measures_the_three_arms_and_the_report_reads_them(arm: Arm, tmp_path: Path) -> None:
     """`make bench` with a seconds-long order-chain scenario over the REST, gRPC and AMQP arms,
-    from the host: parity through the three edges, each row counted from its own edge (the two
-    gRPC servers' series kept apart), three downstream calls per order on every arm; then `make
-    report` without an error."""
+    from the host, direct and then under `region` through the arms' proxies: parity through the
+    three edges, each row counted from its own edge (the two gRPC servers' series kept apart),
+    three downstream calls per order on every arm, four round trips added to each arm's orders
+    by the profile; then `make report`, which sets the AMQP arm beside the gRPC arm."""
     scenario = tmp_path / "order-chain-arms.toml"
     scenario.write_text(
         f'topology = "order-chain"\nprotocols = ["rest", "grpc", "amqp"]\nkinds = ["unary"]\n'
-        f'work_ms = {WORK_MS}\nloads = [{{ users = 2, label = "smoke" }}]\n'
+        f'work_ms = {WORK_MS}\nloads = [{{ users = 1, label = "smoke" }}]\n'
         "warmup_s = 0.5\nduration_s = 3\ncooldown_s = 0\n"
+        '[[groups]]\nname = "direct"\n[[groups]]\nname = "region"\nnetwork = "region"\n'
     )
     lab = arm.lab
     env = bench_env(
@@ -349,6 +462,10 @@ def test_bench_measures_the_three_arms_and_the_report_reads_them(arm: Arm, tmp_p
         amqp_target=arm.edge,
         amqp_metrics_url=lab.url("amqp", 9100) + "/metrics",
         prometheus_url=lab.url("prometheus", 9090),
+        toxiproxy_url=arm.toxiproxy,
+        net_rest_url=arm.proxied["rest"],
+        net_grpc_target=arm.proxied["grpc"],
+        net_amqp_target=arm.proxied["amqp"],
     )
     run_dir, manifest, tidy = bench(lab, env, scenario)
     assert {"unary", "unary (amqp)"} <= set(manifest["parity"]), manifest["parity"]
@@ -362,7 +479,24 @@ def test_bench_measures_the_three_arms_and_the_report_reads_them(arm: Arm, tmp_p
         assert served == pytest.approx(row["requests"], rel=0.15, abs=3), row.to_dict()
         assert row["hop_calls_per_order"] == pytest.approx(3, rel=0.15), row.to_dict()
         assert row["server_source"] == "scrape", row.to_dict()
+    for _, row in tidy[tidy["protocol"] == "amqp"].iterrows():
+        # Locust called the arm's edge direct, or through its proxy under the profile.
+        command = (run_dir / "locust" / f"{row['cell_id']}.cmd").read_text()
+        wanted = arm.proxied["amqp"] if row["network"] == "region" else arm.edge
+        assert f"--amqp-target {wanted}" in command, (row["network"], command)
+    toxics = manifest["network"]["region"]["toxics"]
+    assert all(len(toxics[p]) == 2 for p in AMQP_PROXIES), toxics
+    assert manifest["network_reset"] == "ok"
+    mean = tidy.pivot_table(index="protocol", columns="network", values="client_mean_ms")
+    print(f"\nmean client ms per order:\n{mean}")
+    # Through the edge's proxy and three hop links: four round trips per order on every arm,
+    # less what the idler machine gives back (direct cells queue for the CPU with Prometheus
+    # and cAdvisor: 27 Nov, gRPC added 143 ms at 22:53). The floor is three trips' lower bound,
+    # which a route past the hop links cannot reach; the medians above check each hop's share.
+    low, _ = _trips(len(QUEUES))
+    assert (mean["region"] - mean["direct"] > low).all(), mean
     report(env, run_dir)
+    assert "amqp/grpc" in (tmp_path / "report.html").read_text()
 
 
 def test_malformed_messages_are_dead_lettered_and_counted_and_the_consumer_goes_on(
