@@ -187,6 +187,18 @@ def test_every_relay_answers_as_b_does_and_nginx_counts_its_worker(protocol: str
         assert nginx.process.children() and nginx.cpu_seconds() > before
 
 
+def _spread(bs: tuple[Service, ...], before: list[int], want: int) -> list[int]:
+    """Each B's orders since ``before``, once they add up to ``want`` or after 5 s. A gRPC B
+    counts a call as its handler ends, which can be just after the client has the reply (CI,
+    27 Nov 23:08: 29 of 30 read at once), as tests/services/test_hops.py's ``settled`` allows."""
+    deadline = time.monotonic() + 5
+    while True:
+        spread = [served(b) - n for b, n in zip(bs, before, strict=True)]
+        if sum(spread) >= want or time.monotonic() > deadline:
+            return spread
+        time.sleep(0.05)
+
+
 @pytest.mark.integration
 @pytest.mark.parametrize("protocol", ["rest", "grpc"])
 def test_nginx_spreads_orders_over_the_three_bs_and_direct_reaches_the_first(protocol: str) -> None:
@@ -199,7 +211,7 @@ def test_nginx_spreads_orders_over_the_three_bs_and_direct_reaches_the_first(pro
             before = [served(b) for b in setup.bs]
             for _ in range(30):
                 hop.answer(protocol, setup.targets[arm])
-            spread = [served(b) - n for b, n in zip(setup.bs, before, strict=True)]
+            spread = _spread(setup.bs, before, 30)
             assert sum(spread) == 30 and spread_problem(arm, spread) == ""
 
 
