@@ -13,6 +13,8 @@ import grpc
 import grpc.aio
 import pytest
 from prometheus_client import CollectorRegistry
+from wirelab.contract import DEADLINE_SLACK_S
+from wirelab.rpc.kinds import abandoned
 from wirelab.rpc.server import bind_address, build_aio, build_sync
 from wirelab.v1 import wirelab_pb2 as pb
 from wirelab.v1 import wirelab_pb2_grpc as pb_grpc
@@ -150,6 +152,34 @@ async def test_upload_stream_chunk_over_the_message_limit(
     assert counted == 1
     await idle(registry, "upload_chunked")
     assert requests(registry, "grpc", "upload_chunked", "ok", "OK") == 0
+
+
+class _Ended:
+    """A context whose call has ended with ``remaining`` seconds left before its deadline."""
+
+    def __init__(self, remaining: float | None) -> None:
+        self.remaining = remaining
+
+    def time_remaining(self) -> float | None:
+        return self.remaining
+
+
+@pytest.mark.parametrize(
+    ("remaining", "outcome"),
+    [
+        (0.0, ("timeout", "DEADLINE_EXCEEDED")),
+        # The client's deadline cancelled the call a little before the server's copy ran out.
+        (0.0025, ("timeout", "DEADLINE_EXCEEDED")),
+        (DEADLINE_SLACK_S, ("timeout", "DEADLINE_EXCEEDED")),
+        (DEADLINE_SLACK_S + 0.001, ("cancelled", "CANCELLED")),
+        (5.0, ("cancelled", "CANCELLED")),
+        (None, ("cancelled", "CANCELLED")),  # no deadline
+    ],
+)
+def test_abandoned_call_near_its_deadline_timed_out(
+    remaining: float | None, outcome: tuple[str, str]
+) -> None:
+    assert abandoned(_Ended(remaining)) == outcome
 
 
 async def test_deadline_exceeded_counts_timeout(

@@ -24,9 +24,8 @@ const drained = (stream, piece) => writeDrained(stream, piece, 'cancelled', () =
 
 const CODE_NAMES = Object.fromEntries(Object.entries(grpc.status).map(([name, n]) => [n, name]));
 const KIND_OF = Object.fromEntries(Object.entries(contract.DATA.calls).map(([kind, call]) => [call, kind]));
-// A cancel this close to the deadline is the deadline (see handlers); loopback and LAN headers
-// arrive well within it.
-const DEADLINE_SLACK_MS = 20;
+// A cancel this close to the deadline is the deadline (see handlers; the contract's note).
+const DEADLINE_SLACK_MS = contract.DATA.deadline_slack_ms;
 const HEALTH_NAMES = ['', proto.SERVICE, 'grpc.health.v1.Health'];
 // Peak memory of a one-message call per payload byte, what it is charged in the budget: Python's
 // factors (rpc/intake.py), which hold for Node too: `node scripts/peak-memory.js 64` (one 64 MiB

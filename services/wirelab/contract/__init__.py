@@ -70,6 +70,8 @@ OUTCOMES: tuple[str, ...] = tuple(_DATA["outcomes"])
 CANONICAL_CODES: dict[str, dict[str, str]] = {
     p: dict(_DATA["canonical_codes"][p]) for p in PROTOCOLS
 }
+# A gRPC call abandoned this close to its deadline, or later, timed out (kinds.abandoned).
+DEADLINE_SLACK_S: float = _DATA["deadline_slack_ms"] / 1000
 GRPC_CLIENT_ERROR_CODES: frozenset[str] = frozenset(_DATA["grpc_client_error_codes"])
 # What only a client sees: a failure its own code raised, or no connection at all.
 CLIENT_OUTCOMES: tuple[str, ...] = (*OUTCOMES, *_DATA["client_only_outcomes"])

@@ -7,7 +7,7 @@ from typing import Any
 
 import grpc
 
-from wirelab.contract import grpc_outcome
+from wirelab.contract import DEADLINE_SLACK_S, grpc_outcome
 from wirelab.metrics import Call
 
 SERVICE = "wirelab.v1.WireLab"
@@ -64,9 +64,11 @@ class Recorded:
 
 def abandoned(context: Any) -> tuple[str, str]:
     """The outcome of a call that ended while its behaviour was still at work: its deadline
-    passed (``timeout``, DEADLINE_EXCEEDED, as the client sees it) or the client cancelled."""
+    passed (``timeout``, DEADLINE_EXCEEDED, as the client sees it) or the client cancelled. A
+    cancel within the contract's slack of the deadline is the client's deadline: it runs from
+    the call's start, the server's copy from the headers' arrival, so it fires first."""
     remaining = context.time_remaining()
-    if remaining is not None and remaining <= 0:
+    if remaining is not None and remaining <= DEADLINE_SLACK_S:
         return "timeout", "DEADLINE_EXCEEDED"
     return "cancelled", "CANCELLED"
 
