@@ -151,6 +151,10 @@ def test_fault_grpc_hangs_then_crashes_and_its_restart_policy_brings_it_back(
     before = set(lab.results.iterdir())
     mount = f"{Path(__file__).with_name('fault.toml')}:/fault.toml:ro"
     extra = ("-v", mount, "-e", f"WIRELAB_BENCH_LOCUST_ARGS={FAULT_LOCUST_ARGS}")
+    # The bench image first, so the fault lands in the window: built by `run` below, its first
+    # build (wirelab-loadgen's Go build included) took 45 s, and the fault hit before the runner
+    # started (a fresh machine's CI, 28 Nov).
+    lab.compose("--profile", "bench", "build", "bench", timeout=900)
     bench = subprocess.Popen(
         bench_command(lab, "/fault.toml", *extra), cwd=REPO, env=lab.env, text=True,
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
