@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -213,3 +214,17 @@ def test_h2load_without_a_summary_fails_the_run() -> None:
 def test_rest_http_must_be_a_server_the_services_have() -> None:
     with pytest.raises(SystemExit):
         overhead.main(["--rest-http", "3"])
+
+
+def test_a_missing_load_tool_stops_the_run_before_any_round(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def measured(*_: object) -> None:
+        raise AssertionError("a round ran")
+
+    monkeypatch.setattr(overhead, "measure_pairs", measured)
+    monkeypatch.setattr(overhead, "pin", lambda _: None)
+    monkeypatch.setattr(shutil, "which", lambda _: None)
+    monkeypatch.setenv("HOME", "/nonexistent")
+    with pytest.raises(SystemExit, match="ghz not found"):
+        overhead.main(["--protocols", "rest,grpc", "--ghz", "/nonexistent/ghz"])

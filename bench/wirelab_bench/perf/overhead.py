@@ -371,8 +371,13 @@ def main(argv: list[str] | None = None) -> int:
           f"REST on {rest}")  # fmt: skip
     results: dict[str, tuple[list[Run], list[Run]]] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        for protocol in protocols:
-            count = counter_for(protocol, args.connections, args.ghz, Path(tmp), args.rest_http)
+        # Every load tool found before the first round: a missing ghz stopped a run after REST's
+        # four minutes, its figure unprinted.
+        counters = {
+            p: counter_for(p, args.connections, args.ghz, Path(tmp), args.rest_http)
+            for p in protocols
+        }
+        for protocol, count in counters.items():
             server = ("--rest-http", args.rest_http) if protocol == "rest" else ()
 
             def variant(
