@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 from wirelab_bench.knobs import REPO
@@ -27,6 +28,7 @@ def render(
     import nbformat
     from nbclient import NotebookClient
     from nbconvert import HTMLExporter
+    from traitlets.config import Config
 
     out = output_dir or run_dir
     out.mkdir(parents=True, exist_ok=True)
@@ -35,10 +37,16 @@ def render(
     os.environ["WIRELAB_REPORT_RESULTS"] = str(run_dir.resolve())
     os.environ["WIRELAB_REPORT_OUTPUT"] = str(out.resolve())
     try:
-        client = NotebookClient(
-            nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(out)}}
-        )
-        client.execute()
+        # The kernel on Unix sockets, not loopback TCP: no other user of the host can reach it,
+        # and ipykernel stops warning of plain-text TCP on every render. The sockets' absolute
+        # path: the kernel runs in ``out``, and a relative one would name two different places.
+        with tempfile.TemporaryDirectory(prefix="wirelab-kernel-") as sockets:
+            ipc = Config({"KernelManager": {"transport": "ipc", "ip": f"{sockets}/kernel"}})
+            client = NotebookClient(
+                nb, config=ipc, timeout=timeout, kernel_name="python3",
+                resources={"metadata": {"path": str(out)}},
+            )  # fmt: skip
+            client.execute()
     finally:
         for k, v in saved.items():
             if v is None:
