@@ -12,8 +12,10 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 from starlette.types import Message, Receive, Scope, Send
+from wirelab.core import Limits
 from wirelab.metrics import ServerMetrics
 from wirelab.rest.middleware import MetricsMiddleware
+from wirelab.rest.orderlimit import OrderBodyLimit
 
 from tests.services.conftest import requests, value
 
@@ -158,3 +160,42 @@ async def test_queued_calls_give_the_garbage_collector_nothing_to_track() -> Non
         await _call(app, dict(scope))
     assert len(gc.get_objects()) - tracked < 100
     assert requests(registry, "rest", "unary", "ok", "200") == 2001
+
+
+class _CountedLimit(OrderBodyLimit):
+    """The order body limit, counting the calls that pass through its layer."""
+
+    passed = 0
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        type(self).passed += 1
+        await super().__call__(scope, receive, send)
+
+
+@pytest.mark.parametrize(
+    ("length", "through_layer", "status"),
+    [
+        pytest.param(len(BODY), 0, 201, id="within-the-limit"),
+        pytest.param(len(BODY) + 1, 1, 413, id="over-the-limit"),
+        pytest.param(None, 1, 201, id="no-length"),
+    ],
+)
+async def test_an_order_of_known_length_within_the_limit_skips_the_limits_layer(
+    length: int | None, through_layer: int, status: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The lean path makes the order body limit's comparison itself and calls the app inside
+    that layer; an order over the limit, or of no stated length, passes through the layer, and
+    each is recorded with the status the client got."""
+    monkeypatch.setattr(_CountedLimit, "passed", 0)
+
+    async def inner(scope: Scope, receive: Receive, send: Send) -> None:
+        while (await receive()).get("more_body"):
+            pass
+        await _answer(send, 201, b"created!")
+
+    app, registry = _measured(_CountedLimit(inner, Limits(max_order_bytes=len(BODY))))
+    sent = await _call(app, _scope("POST", "/v1/orders", length))
+    assert sent[0]["status"] == status
+    assert _CountedLimit.passed == through_layer
+    outcome = "ok" if status == 201 else "client_error"
+    assert requests(registry, "rest", "unary", outcome, str(status)) == 1
