@@ -1,5 +1,6 @@
-"""python -m wirelab_bench.perf.scrape times prometheus_client's render of each service's page, then
-the runner's reader and the library's parser on each page and a Locust child's."""
+"""python -m wirelab_bench.perf.scrape times the services' render of each service's page and
+prometheus_client's, then the runner's reader and the library's parser on each page and a Locust
+child's."""
 
 from __future__ import annotations
 
@@ -17,14 +18,16 @@ def test_reports_cpu_per_scrape_for_each_protocol_and_format(
     monkeypatch.setattr(library_metrics, "_use_created", library_metrics._use_created)
     assert scrape.main(["--scrapes", "3", "--rounds", "1"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    renders, reads = lines[:4], lines[4:]
+    renders, reads = lines[:6], lines[6:]
     found = [
-        re.match(r"(\w+) +(\d+) samples, .*: (text 0\.0\.4|OpenMetrics) +([\d.]+) ms", x)
+        re.match(r"(\w+) +(\d+) samples, .*: (served|text 0\.0\.4|OpenMetrics) +([\d.]+) ms", x)
         for x in renders
     ]
     assert [(m[1], m[3]) for m in found if m] == [
+        ("rest", "served"),
         ("rest", "text 0.0.4"),
         ("rest", "OpenMetrics"),
+        ("grpc", "served"),
         ("grpc", "text 0.0.4"),
         ("grpc", "OpenMetrics"),
     ]

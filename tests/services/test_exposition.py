@@ -10,11 +10,26 @@ import urllib.request
 from collections.abc import Iterator
 
 import pytest
-from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Summary,
+    disable_created_metrics,
+    enable_created_metrics,
+    generate_latest,
+)
+from prometheus_client import metrics as library_metrics
 from prometheus_client.parser import text_string_to_metric_families
 from wirelab import exposition, probe
 from wirelab.core import PayloadBudget
 from wirelab.metrics import ServerMetrics
+
+
+@pytest.fixture(autouse=True)
+def no_created_samples(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As the services run (wirelab.serving): no _created samples; restored afterwards."""
+    monkeypatch.setattr(library_metrics, "_use_created", library_metrics._use_created)
+    disable_created_metrics()  # type: ignore[no-untyped-call]
 
 
 def _exercised(protocol: str) -> tuple[ServerMetrics, CollectorRegistry]:
@@ -138,3 +153,42 @@ def test_healthz_says_why_a_service_cannot_serve_and_its_healthcheck_fails() -> 
         for each in (server, plain):
             each.shutdown()
             each.server_close()
+
+
+@pytest.mark.parametrize("protocol", ["rest", "grpc"])
+def test_text_page_is_the_librarys_text_scrape_after_scrape(protocol: str) -> None:
+    """The kept names and labels never serve a stale value, a new series or an odd label."""
+    m, registry = _exercised(protocol)
+    odd = Counter("wirelab_odd", "help with \\ and\nnewline", ["peer"], registry=registry)
+    page = exposition.TextPage(registry)
+    assert page() == generate_latest(registry)
+    m.start("unary").finish("ok", "OK" if protocol == "grpc" else "200")
+    m.start("unary").finish("client_error", "418")  # a series first seen now
+    odd.labels('a "quoted" \\ value\nover two lines').inc(2.5e-7)
+    odd.labels("1e+06").inc(1e6)
+    assert page() == generate_latest(registry)
+
+
+def test_text_page_keeps_a_bounded_number_of_series(monkeypatch: pytest.MonkeyPatch) -> None:
+    m, registry = _exercised("rest")
+    page = exposition.TextPage(registry)
+    monkeypatch.setattr(exposition.TextPage, "MAX_SERIES", 10)
+    page()
+    assert len(page._series) > 10
+    m.start("unary").finish("ok", "200")
+    assert page() == generate_latest(registry)  # forgotten, then written again
+    assert len(page._series) <= len(generate_latest(registry).splitlines())
+
+
+@pytest.mark.parametrize("kind", ["summary", "created"])
+def test_text_page_refuses_what_it_cannot_write_as_the_library_does(kind: str) -> None:
+    """A summary, or a counter's _created sample, which the library moves to a family of its
+    own: a loud error, not a page that differs from the library's."""
+    registry = CollectorRegistry()
+    if kind == "summary":
+        Summary("wirelab_s", "a summary", registry=registry).observe(1)
+    else:
+        enable_created_metrics()  # type: ignore[no-untyped-call]
+        Counter("wirelab_c", "a counter", registry=registry).inc()
+    with pytest.raises(ValueError, match="wirelab_"):
+        exposition.TextPage(registry)()

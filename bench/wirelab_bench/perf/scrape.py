@@ -1,5 +1,6 @@
-"""Benchmark: CPU per scrape of a service's wirelab_server_* families, as prometheus_client renders
-them (text 0.0.4, which the services serve, and OpenMetrics), after calls of every kind; then CPU
+"""Benchmark: CPU per scrape of a service's wirelab_server_* families, as the services render them
+(wirelab.exposition.TextPage, text 0.0.4) and as prometheus_client does (text 0.0.4 and
+OpenMetrics), after calls of every kind; then CPU
 per read of each page and of a Locust child's page by the runner's reader (wirelab_bench.scrape)
 and by prometheus_client's parser, which the runner used before."""
 
@@ -13,6 +14,7 @@ from prometheus_client import CollectorRegistry, disable_created_metrics, genera
 from prometheus_client.openmetrics.exposition import generate_latest as openmetrics
 from prometheus_client.parser import text_string_to_metric_families
 from wirelab.contract import CANONICAL_CODES, EDGE_PROTOCOLS, KINDS_BY_PROTOCOL
+from wirelab.exposition import TextPage
 from wirelab.metrics import ServerMetrics
 from wirelab_locust.metrics import ClientCollector, Gauges, Observations
 
@@ -91,17 +93,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         _calls(metrics)
         page = generate_latest(registry)
         samples = sum(1 for line in page.splitlines() if not line.startswith(b"#"))
-        renders: tuple[tuple[str, Callable[[CollectorRegistry], bytes]], ...] = (
-            ("text 0.0.4", generate_latest),
-            ("OpenMetrics", openmetrics),
+        renders: tuple[tuple[str, Callable[[], bytes]], ...] = (
+            ("served", TextPage(registry)),
+            ("text 0.0.4", lambda: generate_latest(registry)),  # noqa: B023 (used in the loop)
+            ("OpenMetrics", lambda: openmetrics(registry)),  # type: ignore[no-untyped-call]  # noqa: B023
         )
         for fmt, render in renders:
-            cost = cpu_per_scrape(
-                lambda: render(registry),  # noqa: B023 (called before the loop moves on)
-                metrics,
-                a.scrapes,
-                a.rounds,
-            )
+            cost = cpu_per_scrape(render, metrics, a.scrapes, a.rounds)
             print(
                 f"{protocol:4} {samples} samples, {len(page):,} B: {fmt:11} "
                 f"{cost * 1000:.2f} ms of CPU per scrape, {cost * 100:.2f} % of a core at 1 s"
