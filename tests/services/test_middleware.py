@@ -185,7 +185,7 @@ async def test_an_order_of_known_length_within_the_limit_skips_the_limits_layer(
 ) -> None:
     """The lean path makes the order body limit's comparison itself and calls the app inside
     that layer; an order over the limit, or of no stated length, passes through the layer, and
-    each is recorded with the status the client got."""
+    each is recorded with the status the client got and the body bytes the service read."""
     monkeypatch.setattr(_CountedLimit, "passed", 0)
 
     async def inner(scope: Scope, receive: Receive, send: Send) -> None:
@@ -199,3 +199,6 @@ async def test_an_order_of_known_length_within_the_limit_skips_the_limits_layer(
     assert _CountedLimit.passed == through_layer
     outcome = "ok" if status == 201 else "client_error"
     assert requests(registry, "rest", "unary", outcome, str(status)) == 1
+    # The bytes the service read: none of an order refused by its stated length.
+    read = value(registry, "wirelab_server_request_bytes_sum", protocol="rest", kind="unary")
+    assert read == (0 if status == 413 else len(BODY))

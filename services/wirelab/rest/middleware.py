@@ -153,11 +153,10 @@ class MetricsMiddleware:
         self.routes = {key: _Route(metrics, key[0], kind) for key, kind in KINDS.items()}
         # An order of known length within the order body limit skips that layer when it is the
         # next one (no concurrency cap between): the lean path makes its one comparison and
-        # calls the app inside it, so metrics on adds no layer to an order's call. A layer is a
-        # large part of this one's cost: on the loaded server each layer's `await self.app(...)`
-        # line held about 1.1 % of py-spy's samples, and skipping it took the observer-effect
-        # benchmark (REST, 64 rounds) from 0.958 [0.950-0.966] to 0.977 [0.967-0.983] (28 Nov
-        # 2026). Orders over the limit, or of no stated length, go through the layer.
+        # calls the app inside it, so metrics on adds no layer to an order's call. A layer was a
+        # large part of this one's cost: skipping it took the observer-effect benchmark (REST,
+        # 64 rounds) from 0.958 [0.950-0.966] to 0.977 [0.967-0.983] (28 Nov 2026). Orders over
+        # the limit, or of no stated length, go through the layer.
         self.orders_app, self.max_order_bytes = app, sys.maxsize
         if isinstance(app, OrderBodyLimit):
             self.orders_app, self.max_order_bytes = app.app, app.limits.max_order_bytes
