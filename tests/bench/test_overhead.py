@@ -69,9 +69,9 @@ def test_each_fresh_pair_is_loaded_for_the_warmup_before_its_rounds(
 
 
 def test_verdict_needs_the_whole_interval() -> None:
-    assert overhead.verdict(0.95, 0.97, control=False, rounds=32) == "meets the goal"
-    assert overhead.verdict(0.93, 0.949, control=False, rounds=32) == "MISSES the goal"
-    assert "undecided" in overhead.verdict(0.94, 0.96, control=False, rounds=32)
+    assert overhead.verdict(0.97, 0.99, control=False, rounds=32) == "meets the goal"
+    assert overhead.verdict(0.95, 0.969, control=False, rounds=32) == "MISSES the goal"
+    assert "undecided" in overhead.verdict(0.96, 0.98, control=False, rounds=32)
     assert "control" in overhead.verdict(0.99, 1.01, control=True, rounds=32)
 
 

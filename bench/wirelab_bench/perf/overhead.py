@@ -7,7 +7,7 @@ shared machine falls on both alike. While loaded, each variant's /metrics is scr
 lab's Prometheus scrapes it (same Accept headers, as often per CPU-second of the service as the
 lab's interval gives a service that has a core to itself), metrics off too: exposing the numbers
 is part of what measuring costs. Prints the on/off ratio of requests per server CPU-second (goal
->= 0.95): at saturation throughput is 1 / CPU per request, and this is that ratio, the median of
+>= 0.97): at saturation throughput is 1 / CPU per request, and this is that ratio, the median of
 many rounds' own ratios with its 95 % interval.
 """
 
@@ -37,7 +37,8 @@ from wirelab_bench.perf import ORDER
 from wirelab_bench.perf.h2load import find_h2load
 from wirelab_bench.perf.svcprocs import CLIENT_CPU, SERVER_CPU, Service, pin, pinned, service
 
-GOAL = 0.95
+# The lighter measurement path's goal (issue 11): at most 3 % of a saturated service's throughput.
+GOAL = 0.97
 # What Prometheus 3 sends with its default scrape protocols: it prefers OpenMetrics, gzipped.
 SCRAPE_HEADERS = {
     "Accept": "application/openmetrics-text;version=1.0.0;escaping=allow-utf-8;q=0.5,"
