@@ -1,0 +1,125 @@
+"""Every relative link in the repository's Markdown resolves: the file exists and the heading a
+`#anchor` names is on that page, by GitHub's slug of it."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import unquote
+
+from tests.config.queries import REPO
+
+# Folders of the checkout that hold no pages of the lab (gitignored, tools' caches, packages).
+NOT_PAGES = {"node_modules", "results", "build"}
+FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,}).*?^ {0,3}\1[`~]*[ \t]*$", re.MULTILINE | re.DOTALL)
+CODE_SPAN = re.compile(r"(`+)(?!`).+?(?<!`)\1(?!`)", re.DOTALL)
+HEADING = re.compile(r"^ {0,3}#{1,6}[ \t]+(.+?)[ \t#]*$", re.MULTILINE)
+# An inline link or image `[text](target "title")`, the text possibly over several lines.
+INLINE = re.compile(r"\]\(\s*(<[^>]*>|[^)\s]+)(?:\s+\"[^\"]*\")?\s*\)")
+REFERENCE = re.compile(r"^ {0,3}\[[^\]]+\]:[ \t]+(<[^>]*>|\S+)", re.MULTILINE)
+HTML_LINK = re.compile(r"<(?:a|img)\b[^>]*?\b(?:href|src)=\"([^\"]*)\"", re.IGNORECASE)
+HTML_ANCHOR = re.compile(r"<a\b[^>]*?\b(?:name|id)=\"([^\"]*)\"", re.IGNORECASE)
+EXTERNAL = re.compile(r"^[a-z][a-z0-9+.-]*:", re.IGNORECASE)  # http:, https:, mailto:, ...
+
+
+def pages() -> list[Path]:
+    """README.md, docs/ and any other page in the checkout, outside hidden and ignored folders."""
+    found = []
+    for page in REPO.rglob("*.md"):
+        folders = page.relative_to(REPO).parts[:-1]
+        if not any(f.startswith(".") or f in NOT_PAGES for f in folders):
+            found.append(page)
+    return sorted(found)
+
+
+def prose(text: str) -> str:
+    """The page without its code blocks, whose `#` lines and `](` are not Markdown."""
+    return FENCE.sub("", text)
+
+
+def slug(heading: str) -> str:
+    """GitHub's anchor for a heading: its rendered text lower-cased, punctuation other than `-`
+    and `_` dropped, each space a hyphen."""
+    text = CODE_SPAN.sub(lambda m: m.group(0).strip("`").strip(), heading)
+    text = re.sub(r"!?\[([^\]]*)\]\([^)]*\)", r"\1", text)
+    text = re.sub(r"<[^>]+>", "", text)
+    return re.sub(r"[^\w\- ]", "", text.lower()).replace(" ", "-")
+
+
+def anchors(text: str) -> set[str]:
+    """Every anchor a page offers: its headings' slugs (a repeat numbered -1, -2, ... as GitHub
+    does) and its HTML `name`/`id` anchors."""
+    body = prose(text)
+    found: set[str] = set(HTML_ANCHOR.findall(body))
+    seen: dict[str, int] = {}
+    for heading in HEADING.findall(body):
+        base = slug(heading)
+        count = seen.get(base, 0)
+        found.add(base if count == 0 else f"{base}-{count}")
+        seen[base] = count + 1
+    return found
+
+
+def targets(text: str) -> Iterator[str]:
+    """Every link target on a page: inline, reference-style and HTML, outside code."""
+    body = CODE_SPAN.sub("", prose(text))
+    for pattern in (INLINE, REFERENCE, HTML_LINK):
+        for target in pattern.findall(body):
+            yield target.strip("<>")
+
+
+def broken(page: Path) -> Iterator[str]:
+    """Each relative link of a page that names a missing file or a heading its page lacks."""
+    for target in targets(page.read_text()):
+        if EXTERNAL.match(target):
+            continue
+        path, _, anchor = unquote(target).partition("#")
+        dest = (page.parent / path).resolve() if path else page
+        if not dest.exists():
+            yield f"{target}: no file {dest.relative_to(REPO)}"
+        elif anchor and dest.suffix == ".md" and anchor not in anchors(dest.read_text()):
+            yield f"{target}: no heading #{anchor} in {dest.relative_to(REPO)}"
+
+
+def test_the_slug_is_githubs() -> None:
+    page = """# Open-loop load: latency against offered rate (`wirelab-loadgen`)
+```sh
+# Not a heading
+```
+## Event loops (`WIRELAB_NODE_WORKERS`)
+## The A→B study, [its data](x.md)
+## Knobs
+### Knobs
+<a name="kept"></a>
+"""
+    assert anchors(page) == {
+        "open-loop-load-latency-against-offered-rate-wirelab-loadgen",
+        "event-loops-wirelab_node_workers",
+        "the-ab-study-its-data",
+        "knobs",
+        "knobs-1",
+        "kept",
+    }
+
+
+def test_the_links_of_a_page_are_found_outside_code() -> None:
+    page = """See [the runner
+](bench.md#knobs), ![a figure](img/a.png "A") and <a href="lab.md">the lab</a>.
+`[not](a-link.md)` and
+```
+[nor](this.md)
+```
+[ref]: <studies.md#top>
+"""
+    assert list(targets(page)) == ["bench.md#knobs", "img/a.png", "studies.md#top", "lab.md"]
+
+
+def test_every_relative_link_and_anchor_resolves() -> None:
+    found = pages()
+    assert REPO / "README.md" in found and REPO / "docs" / "bench.md" in found
+    links = sum(1 for p in found for t in targets(p.read_text()) if not EXTERNAL.match(t))
+    # The pages hold about 190 relative links; far fewer means the parser lost them.
+    assert links >= 150, links
+    bad = [f"{p.relative_to(REPO)}: {b}" for p in found for b in broken(p)]
+    assert not bad, "\n".join(bad)
