@@ -8,10 +8,13 @@ from typing import Any
 
 import anyio.to_thread
 from fastapi import FastAPI, Request
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException
+from starlette.requests import ClientDisconnect
+from starlette.responses import Response
 
 from wirelab.core import CoreError, Overloaded, PayloadBudget
 from wirelab.hops import DownstreamError, build_relay
@@ -58,6 +61,17 @@ async def _request_invalid(_: Request, exc: Exception) -> JSONResponse:
     return JSONResponse({"detail": _validation_detail(exc.errors())}, status_code=422)
 
 
+async def _bad_request(request: Request, exc: Exception) -> Response:
+    # FastAPI reads a JSON body itself and turns any failure to read it into 400 "error parsing
+    # the body", a client that went away mid-body (or was cut off by the body read timeout)
+    # included: an order counted 400 where an upload counts 499 or 408. Raised on, the metrics
+    # middleware records it as it does an upload's.
+    assert isinstance(exc, HTTPException)
+    if isinstance(exc.__cause__, ClientDisconnect):
+        raise exc.__cause__
+    return await http_exception_handler(request, exc)
+
+
 def _method_not_allowed(app: FastAPI) -> Callable[[Request, Exception], Awaitable[JSONResponse]]:
     async def answer(request: Request, exc: Exception) -> JSONResponse:
         # Starlette's 405 lists the methods of the first route with the path only (POST, not
@@ -102,6 +116,7 @@ def create_app(settings: Settings, metrics: ServerMetrics | None = None) -> Fast
     app.add_exception_handler(DownstreamError, _downstream_failed)
     app.add_exception_handler(Overloaded, _overloaded)
     app.add_exception_handler(CoreError, _core_error)
+    app.add_exception_handler(400, _bad_request)
     app.add_exception_handler(405, _method_not_allowed(app))
     app.add_exception_handler(RequestValidationError, _request_invalid)
     app.add_exception_handler(ValidationError, _request_invalid)
