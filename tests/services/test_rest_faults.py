@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from fastapi.testclient import TestClient
 from prometheus_client import CollectorRegistry
-from starlette.types import Message
+from starlette.types import Message, Scope
 from starlette.websockets import WebSocketDisconnect
 from wirelab.metrics import ServerMetrics
 from wirelab.rest.app import create_app
@@ -41,7 +41,7 @@ async def test_client_gone_mid_body_is_counted(
     headers = [(b"host", b"test"), (b"content-type", b"application/octet-stream")]
     if length is not None:
         headers.append((b"content-length", str(length).encode()))
-    scope = {
+    scope: Scope = {
         "type": "http",
         "asgi": {"version": "3.0", "spec_version": "2.3"},
         "http_version": "1.1",
