@@ -1,0 +1,157 @@
+"""The conformance and bad-input cases every runtime must pass, as data: each names a request, the
+status it must get and the increments it must make to wirelab_server_requests_total. test_suite.py
+sends every case to every runtime of its protocol. To add a case, append a Case to CASES."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from wirelab.contract import grpc_outcome, http_outcome
+from wirelab.v1 import wirelab_pb2 as pb
+
+RUNTIMES = ("python", "node")
+# Knobs every service of the suite starts with, whatever its runtime: small enough that a case
+# over a limit sends little.
+ENV = {
+    "WIRELAB_MAX_PAYLOAD_BYTES": str(1024 * 1024),
+    "WIRELAB_REST_BODY_TIMEOUT_SECONDS": "2",
+}
+
+
+@dataclass(frozen=True)
+class Rest:
+    """``data`` sent as is on a fresh connection, then the answer read until the server closes
+    it (``http()`` asks it to) or ``timeout`` passes."""
+
+    data: bytes
+    timeout: float = 10
+
+
+@dataclass(frozen=True)
+class Grpc:
+    """A call of ``method`` with ``messages`` (encoded; several for a client stream) and
+    ``metadata``; with ``cancel`` a client stream is cancelled once the server has received
+    its messages, instead of being ended."""
+
+    method: str
+    messages: tuple[bytes, ...] = (b"",)
+    metadata: tuple[tuple[str, str], ...] = ()
+    cancel: bool = False
+    timeout: float = 10
+
+
+# (kind, outcome, code) -> how much that series of wirelab_server_requests_total must move.
+Counts = dict[tuple[str, str, str], int]
+
+
+@dataclass(frozen=True)
+class Case:
+    """``request`` must be answered ``status`` (an HTTP status or a gRPC code's name; None: the
+    connection closed with no answer) and move exactly ``counts``, on every runtime in
+    ``runtimes``; one left out says why in ``why``."""
+
+    name: str
+    request: Rest | Grpc
+    status: int | str | None
+    counts: Counts
+    runtimes: tuple[str, ...] = RUNTIMES
+    why: str = field(default="", compare=False)
+
+    @property
+    def protocol(self) -> str:
+        return "rest" if isinstance(self.request, Rest) else "grpc"
+
+
+def http(
+    method: str, target: str, body: bytes | None = None, headers: tuple[tuple[str, str], ...] = ()
+) -> bytes:
+    """An HTTP/1.1 request asking the server to close after answering; ``body`` with its
+    Content-Length unless ``headers`` state the length themselves."""
+    lines = [f"{method} {target} HTTP/1.1", "Host: x", "Connection: close"]
+    lines += [f"{name}: {value}" for name, value in headers]
+    stated = any(name.lower() in ("content-length", "transfer-encoding") for name, _ in headers)
+    if body is not None and not stated:
+        lines.append(f"Content-Length: {len(body)}")
+    return "\r\n".join(lines).encode("latin-1") + b"\r\n\r\n" + (body or b"")
+
+
+def post_json(target: str, body: bytes, *headers: tuple[str, str]) -> Rest:
+    return Rest(http("POST", target, body, (("Content-Type", "application/json"), *headers)))
+
+
+def get(target: str, *headers: tuple[str, str]) -> Rest:
+    return Rest(http("GET", target, None, headers))
+
+
+def counted(kind: str, code: int | str, n: int = 1) -> Counts:
+    """One call of ``kind`` answered ``code``, with the outcome the metric contract gives it."""
+    outcome = http_outcome(code) if isinstance(code, int) else grpc_outcome(code)
+    return {(kind, outcome, str(code)): n}
+
+
+def order(**fields: object) -> bytes:
+    return pb.OrderRequest(**fields).SerializeToString()  # type: ignore[arg-type]
+
+
+WEBSOCKET = (
+    ("Connection", "Upgrade"),
+    ("Upgrade", "websocket"),
+    ("Sec-WebSocket-Version", "13"),
+    ("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="),
+)
+
+CASES: list[Case] = [
+    # ------------------------------------------------------------------------------- REST
+    Case("order-empty", post_json("/v1/orders", b"{}"), 200, counted("unary", 200)),
+    Case(
+        "order-negative-work",
+        post_json("/v1/orders", b'{"work_ms":-1}'),
+        400,
+        counted("unary", 400),
+    ),
+    Case(
+        "order-work-over-limit",
+        post_json("/v1/orders", b'{"work_ms":1000000000}'),
+        413,
+        counted("unary", 413),
+    ),
+    Case(
+        "order-bool-as-string",
+        post_json("/v1/orders", b'{"count_words":"yes"}'),
+        422,
+        counted("unary", 422),
+    ),
+    Case(
+        "order-quantity-past-2^64",
+        post_json(
+            "/v1/orders",
+            b'{"order":{"items":[{"quantity":90071992547409930001,"unit_price_cents":1}]}}',
+        ),
+        400,
+        counted("unary", 400),
+    ),
+    Case("unknown-path", get("/nope"), 404, counted("other", 404)),
+    Case("path-with-empty-segment", get("//x"), 404, counted("other", 404)),
+    Case("stream-negative-count", get("/v1/stream?count=-1"), 400, counted("server_stream", 400)),
+    Case("websocket-to-other-path", get("/nope", *WEBSOCKET), 403, counted("other", 403)),
+    # ------------------------------------------------------------------------------- gRPC
+    Case("grpc-order-empty", Grpc("ProcessOrder"), "OK", counted("unary", "OK")),
+    Case(
+        "grpc-order-work-over-limit",
+        Grpc("ProcessOrder", (order(work_ms=10**9),)),
+        "RESOURCE_EXHAUSTED",
+        counted("unary", "RESOURCE_EXHAUSTED"),
+    ),
+    Case(
+        "grpc-order-undecodable",
+        Grpc("ProcessOrder", (b"\xff",)),
+        "INVALID_ARGUMENT",
+        counted("unary", "INVALID_ARGUMENT"),
+    ),
+    Case(
+        "grpc-stream-count-over-limit",
+        Grpc("StreamMessages", (pb.StreamRequest(count=10**9).SerializeToString(),)),
+        "RESOURCE_EXHAUSTED",
+        counted("server_stream", "RESOURCE_EXHAUSTED"),
+    ),
+]
