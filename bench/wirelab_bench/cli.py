@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from wirelab_bench import knobs as knob_table
+from wirelab_bench.cellcost import cell_cost
 from wirelab_bench.network import DIRECT, NetworkError, Toxiproxy, load_profiles
 from wirelab_bench.report import NOTEBOOK, render, resolve_run
 from wirelab_bench.runner import EXIT_LAB_NOT_READY, EXIT_USAGE, run
@@ -145,7 +146,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.dry_run:
         for cell in scenario.cells():
             print(f"{cell.cell_id}\t{cell.seconds:g} s")
-        print(f"{len(scenario.cells())} cells, about {scenario.estimated_seconds() / 60:.1f} min")
+        cost = cell_cost(Path(knobs.results_dir), scenario.name)
+        minutes = scenario.estimated_seconds(cost.seconds) / 60
+        print(f"{len(scenario.cells())} cells, about {minutes:.1f} min")
+        print(f"({cost.seconds:.1f} s per cell beyond its phases: {cost.source})")
         return 0
     code, _ = run(scenario, knobs)
     return code

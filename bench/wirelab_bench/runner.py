@@ -14,6 +14,7 @@ from wirelab.contract import ARM_EDGES, ARMS
 
 from wirelab_bench import environment
 from wirelab_bench.cell import Lab, measure
+from wirelab_bench.cellcost import cell_cost
 from wirelab_bench.health import wait_healthy
 from wirelab_bench.knobs import REPO, Knobs
 from wirelab_bench.network import DIRECT, Network, NetworkUnavailable, label
@@ -21,7 +22,7 @@ from wirelab_bench.parity import ParityError, check_arm_parity, check_parity
 from wirelab_bench.progress import Estimate, Progress, clock
 from wirelab_bench.prom import Prometheus
 from wirelab_bench.results import MANIFEST, new_run_dir, write_json, write_tables
-from wirelab_bench.scenario import CELL_OVERHEAD_S, Cell, Scenario
+from wirelab_bench.scenario import Cell, Scenario
 from wirelab_bench.scrape import probe, scrape
 from wirelab_bench.tidy import build_row
 from wirelab_bench.tidy_hops import replica_rows
@@ -137,9 +138,11 @@ def _server_info(lab: Lab) -> dict[str, dict[str, str]]:
 def run(scenario: Scenario, knobs: Knobs) -> tuple[int, Path]:
     """Measure every cell of ``scenario``; returns (exit code, results folder)."""
     cells = scenario.cells()
+    # Read before this run's folder exists.
+    cost = cell_cost(Path(knobs.results_dir), scenario.name)
     run_dir = new_run_dir(Path(knobs.results_dir), scenario.name)
     progress = Progress(len(cells), enabled=knobs.progress != "off")
-    estimate = Estimate([c.seconds for c in cells], CELL_OVERHEAD_S)
+    estimate = Estimate([c.seconds for c in cells], cost.seconds)
     began = time.monotonic()
     reasons: dict[str, str] = {}
     manifest: dict[str, Any] = {

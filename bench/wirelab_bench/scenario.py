@@ -8,11 +8,13 @@ from pathlib import Path
 
 from wirelab.contract import KINDS_BY_PROTOCOL
 
-# Per cell beyond its phases: Locust start and stop, health and parity checks, the export delay
-# and the Prometheus export. 8.8 s measured by `make bench SCENARIO=smoke` on this project's
-# 2-core machine with the lab idle (a busy host took twice that); a run corrects it from its
-# own cells as they finish (progress.Estimate).
-CELL_OVERHEAD_S = 9.0
+# Per cell beyond its phases (Locust start and stop, health and parity checks, the export delay
+# and the Prometheus export) when the scenario has no complete run in the results folder to
+# measure it from (wirelab_bench.cellcost): `make bench SCENARIO=smoke` three times on an idle
+# lab on this project's 2-core machine took 1:15-1:22 for 16 cells of 2 s (issue 37, 28 Nov),
+# (75..82 s - 32 s) / 16 = 2.7..3.1 s a cell; 8.8 s was measured before Locust's stop stopped
+# hanging (docs/measurements.md). A run corrects it from its own cells (progress.Estimate).
+CELL_OVERHEAD_S = 3.0
 # The services' runtimes a scenario can measure (the compose profile node adds the Node.js ones).
 RUNTIMES = ("python", "node")
 # Unary orders carry no sized payload: one cell per load level, payload column 0.
@@ -171,5 +173,6 @@ class Scenario:
         groups = tuple(replace(g, network=network, hop_network="") for g in self.groups)
         return replace(self, groups=groups)
 
-    def estimated_seconds(self) -> float:
-        return sum(c.seconds + CELL_OVERHEAD_S for c in self.cells())
+    def estimated_seconds(self, overhead_s: float = CELL_OVERHEAD_S) -> float:
+        """The cells' phases plus ``overhead_s`` per cell (wirelab_bench.cellcost measures it)."""
+        return sum(c.seconds + overhead_s for c in self.cells())
