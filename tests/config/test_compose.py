@@ -48,7 +48,7 @@ def binds(config: dict[str, Any], service: str) -> dict[str, str]:
     }
 
 
-def test_compose_file_is_valid_and_names_the_spec_services(config: dict[str, Any]) -> None:
+def test_compose_file_is_valid_and_names_the_services_relied_on(config: dict[str, Any]) -> None:
     assert config["name"] == "wirelab"
     assert set(config["services"]) >= SERVICES
 

@@ -16,7 +16,8 @@ from tests.config.queries import REPO
 GRAFANA = REPO / "grafana"
 DASHBOARDS = GRAFANA / "dashboards"
 PROVISIONING = GRAFANA / "provisioning"
-# SPEC: the dashboard uids others link to.
+# The dashboards' fixed uids: Grafana's URLs (/d/<uid>), bookmarks and docs/observability.md
+# name a dashboard by its uid, so a renamed uid breaks them.
 UIDS = {
     "wirelab-rest-vs-grpc",
     "wirelab-containers-host",
@@ -51,7 +52,7 @@ def test_committed_json_is_what_the_generator_writes() -> None:
         assert (DASHBOARDS / name).read_text() == text, f"{name} is stale: python3 -m grafana.build"
 
 
-def test_uids_are_the_spec_ones_and_ids_null() -> None:
+def test_uids_are_the_fixed_ones_and_ids_null() -> None:
     assert sorted(b["uid"] for b in BOARDS.values()) == sorted(UIDS)
     for board in BOARDS.values():
         assert board["id"] is None

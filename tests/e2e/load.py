@@ -11,7 +11,7 @@ from tests.e2e.prom import Prometheus, Totals
 from tests.e2e.swarm import LocustMaster
 
 MiB = 1 << 20
-# Step 2 of the e2e issue: large payloads of at least 64 MiB on every blob kind, then the whole
+# The end-to-end run's load: large payloads of at least 64 MiB on every blob kind, then the whole
 # mix with small payloads kept running (bounded by run_time) while the checks read Prometheus.
 LARGE_BYTES = 64 * MiB
 ALL_KINDS = tuple(dict.fromkeys(k for kinds in KINDS_BY_PROTOCOL.values() for k in kinds))

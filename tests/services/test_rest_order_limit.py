@@ -15,7 +15,7 @@ from tests.services.test_rest_runtime import _peak_rss
 pytestmark = pytest.mark.integration
 
 MIB = 1024 * 1024
-ORDER = 300 * MIB  # the probe: answered 200 at 1.25 GB RSS before the limit
+ORDER = 300 * MIB  # a probe's order: answered 200 at 1.25 GB RSS before the limit
 
 
 @pytest.fixture(scope="module")

@@ -37,7 +37,8 @@ from wirelab_bench.perf import ORDER
 from wirelab_bench.perf.h2load import find_h2load
 from wirelab_bench.perf.svcprocs import CLIENT_CPU, SERVER_CPU, Service, pin, pinned, service
 
-# The lighter measurement path's goal (issue 11): at most 3 % of a saturated service's throughput.
+# The observer-effect goal: metrics cost a saturated service at most 3 % of its throughput, i.e.
+# the on/off ratio's whole 95 % interval at or above 0.97 (docs/services.md, Observer effect).
 GOAL = 0.97
 # What Prometheus 3 sends with its default scrape protocols: it prefers OpenMetrics, gzipped.
 SCRAPE_HEADERS = {
