@@ -21,6 +21,9 @@ REFERENCE = re.compile(r"^ {0,3}\[[^\]]+\]:[ \t]+(<[^>]*>|\S+)", re.MULTILINE)
 HTML_LINK = re.compile(r"<(?:a|img)\b[^>]*?\b(?:href|src)=\"([^\"]*)\"", re.IGNORECASE)
 HTML_ANCHOR = re.compile(r"<a\b[^>]*?\b(?:name|id)=\"([^\"]*)\"", re.IGNORECASE)
 EXTERNAL = re.compile(r"^[a-z][a-z0-9+.-]*:", re.IGNORECASE)  # http:, https:, mailto:, ...
+# What a reader of the repository alone cannot look up: the tracker's issues and a spec that is
+# not in it. A page states what they said instead.
+OUTSIDE = re.compile(r"(?i:\bissue[- ]#?\d+|\bthe issue's\b|\bthe spec\b)|\bSPEC\b")
 
 
 def pages() -> list[Path]:
@@ -123,3 +126,14 @@ def test_every_relative_link_and_anchor_resolves() -> None:
     assert links >= 150, links
     bad = [f"{p.relative_to(REPO)}: {b}" for p in found for b in broken(p)]
     assert not bad, "\n".join(bad)
+
+
+def test_no_page_cites_what_the_repository_does_not_hold() -> None:
+    assert OUTSIDE.search("the observer-effect goal (issue 11)")
+    # Lines joined, so a citation wrapped over two lines is found too.
+    cited = [
+        f"{p.relative_to(REPO)}: ...{m.string[max(m.start() - 40, 0) : m.end() + 40]}..."
+        for p in pages()
+        for m in OUTSIDE.finditer(" ".join(p.read_text().split()))
+    ]
+    assert not cited, "\n".join(cited)
