@@ -133,6 +133,11 @@ CASES: list[Case] = [
     Case("unknown-path", get("/nope"), 404, counted("other", 404)),
     Case("path-with-empty-segment", get("//x"), 404, counted("other", 404)),
     Case("stream-negative-count", get("/v1/stream?count=-1"), 400, counted("server_stream", 400)),
+    # Request targets no URL parser takes whole (issue 33, item 1: each ended Node's process).
+    Case("target-bad-host", get("//["), 404, counted("other", 404)),
+    Case("target-bad-port", get("//x:99999/"), 404, counted("other", 404)),
+    Case("websocket-target-bad-host", get("//[", *WEBSOCKET), 403, counted("other", 403)),
+    Case("websocket-target-bad-port", get("//x:99999/", *WEBSOCKET), 403, counted("other", 403)),
     Case("websocket-to-other-path", get("/nope", *WEBSOCKET), 403, counted("other", 403)),
     # ------------------------------------------------------------------------------- gRPC
     Case("grpc-order-empty", Grpc("ProcessOrder"), "OK", counted("unary", "OK")),

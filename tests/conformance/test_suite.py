@@ -42,7 +42,8 @@ class Services:
 
     def get(self, runtime: str, protocol: str) -> Service:
         key = (runtime, protocol)
-        if key not in self.running:
+        # A case that ended its service has failed; the cases after it get a fresh one.
+        if key not in self.running or self.running[key].proc.poll() is not None:
             if runtime == "python":
                 module = "wirelab.rest" if protocol == "rest" else "wirelab.rpc"
                 self.running[key] = start(module, self.tmp, ENV)

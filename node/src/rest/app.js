@@ -63,7 +63,7 @@ const JSON_UPLOAD_HOLDS = 6;
 // peak, those of 48 KiB 1.36x).
 const B64_PIECE = 3 * 16 * 1024;
 // Close codes the server sends for bad ping frames, as the HTTP status they stand for.
-const CLOSE_STATUS = new Map([[1000, 101], [1007, 400], [1008, 400], [1009, 413]]);
+const CLOSE_STATUS = new Map([[1000, 101], [1007, 400], [1008, 400], [1009, 413], [1011, 500]]);
 const CLEAN_CLIENT_CLOSE = new Set([1000, 1001, 1005]);
 
 class HttpError extends Error {
@@ -287,6 +287,18 @@ function routes(limits, relay) {
   };
 }
 
+/** A request target as uvicorn reads it: the path percent-decoded (UTF-8, bytes that are not
+ * replaced) and the query string, never parsed as a URL. `new URL('//[', base)` reads `//[` as
+ * an authority and throws, as it does for `//x:99999/`: one such request ended the process. */
+function target(raw) {
+  const at = raw.indexOf('?');
+  const path = at === -1 ? raw : raw.slice(0, at);
+  const decoded = path.includes('%')
+    ? path.replace(/(?:%[0-9A-Fa-f]{2})+/g, (run) => Buffer.from(run.replace(/%/g, ''), 'hex').toString('utf8'))
+    : path;
+  return { path: decoded, query: new URLSearchParams(at === -1 ? '' : raw.slice(at + 1)) };
+}
+
 /** Answer ``exc`` with {"detail": ...} unless the response has started (then cut it off). */
 function answerError(req, res, exc) {
   const status = statusOf(exc);
@@ -318,11 +330,13 @@ function pingpong(wss, metrics, limits) {
           call.sent(Buffer.byteLength(answer));
           ws.send(answer);
         } catch (exc) {
-          if (!(exc instanceof core.CoreError)) throw exc;
-          // 1009 = message too big, 1007 = invalid payload data (RFC 6455 section 7.4.1).
-          serverClose = exc.overLimit ? 1009 : 1007;
+          // Thrown on from an event handler, anything else would end the process: 1011, 500.
+          if (!(exc instanceof core.CoreError)) console.error(exc);
+          // 1009 = message too big, 1007 = invalid payload data, 1011 = the server failed
+          // (RFC 6455 section 7.4.1).
+          serverClose = !(exc instanceof core.CoreError) ? 1011 : exc.overLimit ? 1009 : 1007;
           status = CLOSE_STATUS.get(serverClose);
-          ws.close(serverClose, exc.message.slice(0, 120));
+          ws.close(serverClose, serverClose === 1011 ? 'Internal error' : exc.message.slice(0, 120));
         }
       });
       // Frames ws itself refuses (over maxPayload, bad UTF-8, bad framing): it closes the
@@ -353,13 +367,21 @@ function createRestServer(settings, metrics, relay = null) {
   let active = 0;
   const server = http.createServer({
     maxHeaderSize: settings.restMaxHeaderBytes || undefined,
-  }, async (req, res) => {
-    const url = new URL(req.url, 'http://localhost');
-    if (url.pathname === '/healthz') {
+  }, (req, res) => {
+    // No request may end the process: what escapes a call is its 500, or its connection cut.
+    serveCall(req, res).catch((exc) => {
+      console.error(exc);
+      if (res.headersSent) res.destroy();
+      else sendJson(res, 500, '{"detail":"Internal Server Error"}', { connection: 'close' });
+    });
+  });
+  async function serveCall(req, res) {
+    const url = target(req.url);
+    if (url.path === '/healthz') {
       sendJson(res, 200, '{"status":"ok"}');
       return;
     }
-    const kind = KINDS.get(`${req.method} ${url.pathname}`) || contract.OTHER_KIND;
+    const kind = KINDS.get(`${req.method} ${url.path}`) || contract.OTHER_KIND;
     const call = startCall(metrics, kind);
     measureResponse(res, call, kind);
     if (!STREAMED_IN.has(kind)) call.received(0, 1);
@@ -421,9 +443,9 @@ function createRestServer(settings, metrics, relay = null) {
       }
       // HEAD is served as GET (Node sends no body) and counted as "other", as Starlette does.
       const handler = handlers[kind] ||
-        (req.method === 'HEAD' ? handlers[KINDS.get(`GET ${url.pathname}`)] : undefined);
+        (req.method === 'HEAD' ? handlers[KINDS.get(`GET ${url.path}`)] : undefined);
       if (handler === undefined) {
-        const allowed = PATHS.get(url.pathname);
+        const allowed = PATHS.get(url.path);
         if (allowed === undefined) throw new HttpError(404, 'Not Found');
         const methods = new Set([...allowed, ...(allowed.includes('GET') ? ['HEAD'] : [])]);
         throw new HttpError(405, 'Method Not Allowed', { allow: [...methods].sort().join(', ') });
@@ -431,23 +453,28 @@ function createRestServer(settings, metrics, relay = null) {
       if (req.method === 'GET' || req.method === 'HEAD') {
         req.on('data', (piece) => call.received(piece.length, 0)).resume();
       }
-      await handler(req, res, url.searchParams, call, admit);
+      await handler(req, res, url.query, call, admit);
     } catch (exc) {
       answerError(req, res, exc);
     }
-  });
+  }
   if (settings.restHeaderTimeoutSeconds) server.headersTimeout = settings.restHeaderTimeoutSeconds * 1000;
   // The pings' own limit applies to the decoded payload; a frame may carry its base64 and the JSON.
   const wss = new WebSocketServer({ noServer: true, maxPayload: Math.ceil(settings.limits.maxMessageBytes / 3) * 4 + 1024 });
   const upgrade = pingpong(wss, metrics, settings.limits);
   server.on('upgrade', (req, socket, head) => {
-    if (new URL(req.url, 'http://localhost').pathname === '/v1/pingpong') {
-      upgrade(req, socket, head);
-      return;
+    try {
+      if (target(req.url).path === '/v1/pingpong') {
+        upgrade(req, socket, head);
+        return;
+      }
+      const call = startCall(metrics, contract.OTHER_KIND);
+      socket.end('HTTP/1.1 403 Forbidden\r\ncontent-length: 0\r\nconnection: close\r\n\r\n');
+      call.finish(contract.httpOutcome(403), '403');
+    } catch (exc) {
+      console.error(exc);
+      socket.destroy();
     }
-    const call = startCall(metrics, contract.OTHER_KIND);
-    socket.end('HTTP/1.1 403 Forbidden\r\ncontent-length: 0\r\nconnection: close\r\n\r\n');
-    call.finish(contract.httpOutcome(403), '403');
   });
   server.budget = budget;
   server.drain = (graceSeconds) => new Promise((resolve) => {
