@@ -108,6 +108,19 @@ def test_clients_gone_mid_upload_body_are_cancelled(rest: Service) -> None:
     assert "Traceback" not in rest.log.read_text()
 
 
+def test_an_order_stops_working_when_its_client_has_gone(rest: Service) -> None:
+    # Before: the order worked its 20 s to the end after the client left and was counted 200.
+    body = b'{"order": {"order_id": "gone"}, "work_ms": 20000}'
+    head = b"POST /v1/orders HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
+    sock = _raw(rest, head + b"content-length: %d\r\n\r\n" % len(body) + body)
+    in_flight = 'wirelab_server_requests_in_flight{kind="unary",protocol="rest"}'
+    assert rest.wait_for(in_flight, 1) == 1  # the order is working
+    sock.close()
+    assert rest.wait_for(_requests_line("unary", "cancelled", "499"), 1) == 1
+    assert rest.metric(in_flight) == 0
+    assert "Traceback" not in rest.log.read_text()
+
+
 def test_websocket_client_dropping_tcp_is_cancelled(rest: Service) -> None:
     url = f"ws://127.0.0.1:{rest.port}/v1/pingpong"
     with ws_connect(url) as ws:

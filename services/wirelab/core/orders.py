@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import threading
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -81,11 +82,21 @@ def check_order(order: OrderLike, work_ms: int, count_words: bool, limits: Limit
     return order_totals(order, count_words)
 
 
-def process_order(order: OrderLike, work_ms: int, count_words: bool, limits: Limits) -> OrderTotals:
-    """Thread-pool servers: validate, block for ``work_ms``, then compute."""
+def process_order(
+    order: OrderLike,
+    work_ms: int,
+    count_words: bool,
+    limits: Limits,
+    stop: threading.Event | None = None,
+) -> OrderTotals:
+    """Thread-pool servers: validate, block for ``work_ms`` (less once ``stop`` is set: the
+    caller has gone and then checks it), then compute."""
     totals = check_order(order, work_ms, count_words, limits)
     if work_ms:
-        time.sleep(work_ms / 1000)
+        if stop is None:
+            time.sleep(work_ms / 1000)
+        else:
+            stop.wait(work_ms / 1000)
     return totals
 
 

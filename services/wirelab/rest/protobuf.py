@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -13,6 +14,7 @@ from google.protobuf.message import DecodeError
 
 from wirelab import core
 from wirelab.core import CoreError, Limits
+from wirelab.rest.departure import until_gone
 from wirelab.rpc.replies import order_reply
 from wirelab.v1 import wirelab_pb2 as pb
 
@@ -60,13 +62,15 @@ def protobuf_orders(limits: Limits, sync: bool) -> type[APIRoute]:
             order = pb.OrderRequest.FromString(await request.body())
         except DecodeError as exc:
             raise CoreError(f"body is not a protobuf wirelab.v1.OrderRequest: {exc}") from None
-        o = order.order
+        o, work_ms = order.order, order.work_ms
         if sync:
-            totals = await run_in_threadpool(
-                core.process_order, o, order.work_ms, order.count_words, limits
-            )
+            gone = threading.Event()
+            args = (o, work_ms, order.count_words, limits, gone)
+            work = run_in_threadpool(core.process_order, *args)
+            totals = await (until_gone(request, work, gone) if work_ms else work)
         else:
-            totals = await core.process_order_async(o, order.work_ms, order.count_words, limits)
+            work = core.process_order_async(o, work_ms, order.count_words, limits)
+            totals = await (until_gone(request, work) if work_ms else work)
         return Response(order_reply(order, totals).SerializeToString(), media_type=PROTOBUF)
 
     class ProtobufOrders(APIRoute):

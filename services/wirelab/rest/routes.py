@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import functools
+import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from typing import Any, ParamSpec, TypeVar
+from typing import Annotated, Any, ParamSpec, TypeVar
 
 from fastapi import APIRouter, Depends, Request, Response, WebSocket
 from fastapi.responses import StreamingResponse
+from starlette.requests import ClientDisconnect
 from starlette.websockets import WebSocketDisconnect
 
 from wirelab import core
@@ -20,6 +22,7 @@ from wirelab.rest.bodies import (
     body_reader,
     check_declared_length,
 )
+from wirelab.rest.departure import departure, until_gone
 from wirelab.rest.models import Blob, BlobDigest, BlobUpload, OrderReply, OrderRequest
 from wirelab.rest.protobuf import protobuf_orders
 from wirelab.rest.streaming import StreamedResponse
@@ -89,11 +92,10 @@ def build_router(
     # base64 makes a JSON body 4/3 of the blob; allow that plus the JSON around it.
     json_limit = (limits.max_payload_bytes + 2) // 3 * 4 + 1024
 
-    async def orders_async(request: OrderRequest) -> OrderReply:
-        o = request.order
-        return _reply(
-            request, await core.process_order_async(o, request.work_ms, request.count_words, limits)
-        )
+    async def orders_async(request: OrderRequest, http: Request) -> OrderReply:
+        work = core.process_order_async(request.order, request.work_ms, request.count_words, limits)
+        # Only an order with work to do watches for its client's departure (a task each).
+        return _reply(request, await (until_gone(http, work) if request.work_ms else work))
 
     async def orders_relayed(request: OrderRequest, http: Request) -> OrderReply:
         assert relay is not None
@@ -101,12 +103,19 @@ def build_router(
         # Splitting, the downstreams count the words: this hop only adds their counts up.
         counts = request.count_words and relay.splitter is None
         own = _reply(request, core.check_order(o, request.work_ms, counts, limits))
-        reply: OrderReply = await relay.order(request, own, request.work_ms, _deadline(http))
+        # A departed client's calls downstream are cancelled too, as gRPC's are.
+        work = relay.order(request, own, request.work_ms, _deadline(http))
+        reply: OrderReply = await until_gone(http, work)
         return reply
 
-    def orders_sync(request: OrderRequest) -> OrderReply:
+    def orders_sync(
+        request: OrderRequest, gone: Annotated[threading.Event, Depends(departure)]
+    ) -> OrderReply:
         o = request.order
-        return _reply(request, core.process_order(o, request.work_ms, request.count_words, limits))
+        totals = core.process_order(o, request.work_ms, request.count_words, limits, gone)
+        if gone.is_set():
+            raise ClientDisconnect
+        return _reply(request, totals)
 
     async def ndjson_async(plan: StreamPlan, encoded: bytes) -> AsyncIterator[bytes]:
         async for seq, _ in plan.messages_async():
