@@ -37,6 +37,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from wirelab.contract import EDGE_PROTOCOLS, STREAM_KINDS
 from wirelab_bench.compare import ci
+from wirelab_bench.network import with_links
 from wirelab_bench.perf.openloop import knee as last_on_time
 
 # %% tags=["parameters"]
@@ -886,11 +887,7 @@ else:
 
 # %%
 if HAVE and "network" in tidy:
-    hop_name = tidy["hop_network"].fillna("") if "hop_network" in tidy else tidy["network"]
-    own = (hop_name != "") & (hop_name != tidy["network"])
-    tidy["links"] = tidy["network"].where(~own, tidy["network"] + "+hops-" + hop_name)
-    hop_rtt = tidy["hop_network_rtt_ms"].fillna(0) if "hop_network_rtt_ms" in tidy else 0
-    tidy["links_rtt_ms"] = tidy["network_rtt_ms"] + hop_rtt
+    tidy = with_links(tidy)
     NETWORKS = tidy.groupby("links")["links_rtt_ms"].first().sort_values()
 else:
     NETWORKS = pd.Series(dtype=float)

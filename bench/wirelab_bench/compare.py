@@ -91,8 +91,9 @@ def _keyed(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
             out[k] = open_loop.map({True: "constant", False: ""})
         elif k not in out.columns:
             out[k] = KEY_DEFAULTS[k]
-    # An empty cell reads back as NaN, and NaN never equals itself as a dictionary key.
-    out[keys] = out[keys].fillna("")
+    # An empty cell reads back as NaN, and NaN never equals itself as a dictionary key. A column
+    # of them reads as float64, which pandas 3 warns of filling with text: as objects, it does not.
+    out[keys] = out[keys].astype(object).fillna("")
     return out
 
 

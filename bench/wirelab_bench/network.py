@@ -5,9 +5,12 @@ from __future__ import annotations
 import tomllib
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 # A scenario's default: the load generator calls the services, no proxy between them.
 DIRECT = "direct"
@@ -221,3 +224,18 @@ def label(network: str, hops: str) -> str:
     """A cell's network conditions in one word: the profile, or ``edge+hops-profile`` when a
     topology's hop links carry another one than the edge's."""
     return network if hops == network else f"{network}+hops-{hops}"
+
+
+def with_links(tidy: pd.DataFrame) -> pd.DataFrame:
+    """A tidy table with each row's network conditions as ``label`` names them (``links``) and
+    the round trip they add (``links_rtt_ms``: the edge link's plus one hop link's). A run from
+    before hop links had a profile of their own has no ``hop_network``: its hops had the edge's."""
+    edge = tidy["network"]
+    # An empty cell reads back as NaN, a column of them as float64, which pandas 3 warns of
+    # filling with text (the report printed a Pandas4Warning): no hop profile is the edge's.
+    hops = tidy.get("hop_network", edge)
+    names = [
+        label(e, h) if isinstance(h, str) and h else e for e, h in zip(edge, hops, strict=True)
+    ]
+    hop_rtt = tidy["hop_network_rtt_ms"].fillna(0) if "hop_network_rtt_ms" in tidy else 0
+    return tidy.assign(links=names, links_rtt_ms=tidy["network_rtt_ms"] + hop_rtt)

@@ -126,6 +126,19 @@ def test_rest_http_and_arrivals_are_keys_and_older_runs_had_their_defaults() -> 
     assert len(cmp.compare(before, constant)) == len(cmp.FIGURES)
 
 
+@pytest.mark.filterwarnings("error")
+def test_keys_empty_on_every_row_match_without_a_warning(tmp_path: Path) -> None:
+    """A one-hop gRPC run's tidy.csv has hop_network and rest_http empty on every row, which read
+    back as float64 columns of NaN: filling those with text printed a Pandas4Warning."""
+    empty = {"hop_network": "", "rest_http": ""}
+    a = _run(tmp_path / "A", _rows("grpc", [90] * 3, [6] * 3, **empty))
+    b = _run(tmp_path / "B", _rows("grpc", [90] * 3, [6] * 3, **empty))
+    (_, tidy_a), (_, tidy_b) = cmp.load_run(a), cmp.load_run(b)
+    assert tidy_a["hop_network"].dtype == float  # as the runner's folders read back
+    table = cmp.compare(tidy_a, tidy_b)
+    assert len(table) == len(cmp.FIGURES) and set(table.hop_network) == {""}
+
+
 def test_ratio_and_student_t_intervals() -> None:
     a = pd.DataFrame(_rows("rest", [98, 100, 102], [5, 5, 5]))
     b = pd.DataFrame(_rows("rest", [108, 110, 112], [5, 5, 5]))

@@ -4,10 +4,12 @@ how scenarios, cells and tidy rows carry the profile (docs/network.md)."""
 from __future__ import annotations
 
 import json
+from io import StringIO
 from pathlib import Path
 from typing import Any
 
 import httpx
+import pandas as pd
 import pytest
 from wirelab_bench.cli import main
 from wirelab_bench.knobs import NETWORK_PROFILES
@@ -20,6 +22,7 @@ from wirelab_bench.network import (
     Toxiproxy,
     label,
     load_profiles,
+    with_links,
 )
 from wirelab_bench.scenario import Gates
 from wirelab_bench.scenario_file import ScenarioError, load_scenario
@@ -256,6 +259,22 @@ def test_the_tidy_row_says_which_network_a_cell_ran_under(tmp_path: Path) -> Non
         "region",
         40,
     )
+
+
+@pytest.mark.filterwarnings("error")
+def test_the_report_names_each_rows_links_from_tidy_csv_without_a_warning() -> None:
+    """A one-hop run's tidy.csv has an empty hop_network on every row, which reads back as a
+    float64 column of NaN: filling that with text printed a Pandas4Warning into the report."""
+    head = "network,network_rtt_ms,hop_network,hop_network_rtt_ms\n"
+    one_hop = with_links(pd.read_csv(StringIO(head + "direct,0,,\nwan,30,,\n")))
+    assert list(one_hop["links"]) == ["direct", "wan"]
+    assert list(one_hop["links_rtt_ms"]) == [0, 30]
+    hops = with_links(pd.read_csv(StringIO(head + "direct,0,region,40\nregion,40,region,40\n")))
+    assert list(hops["links"]) == ["direct+hops-region", "region"]
+    assert list(hops["links_rtt_ms"]) == [40, 80]
+    before_hop_network = with_links(pd.read_csv(StringIO("network,network_rtt_ms\nwan,30\n")))
+    assert list(before_hop_network["links"]) == ["wan"]
+    assert list(before_hop_network["links_rtt_ms"]) == [30]
 
 
 def test_bench_refuses_an_unknown_network_before_measuring(
