@@ -4,13 +4,15 @@
 from __future__ import annotations
 
 import re
+import shutil
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import unquote
 
 from tests.config.queries import REPO
 
-# Folders of the checkout that hold no pages of the lab (gitignored, tools' caches, packages).
+# Folders of a copy without git that hold no pages of the lab (gitignored, caches, packages).
 NOT_PAGES = {"node_modules", "results", "build"}
 FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,}).*?^ {0,3}\1[`~]*[ \t]*$", re.MULTILINE | re.DOTALL)
 CODE_SPAN = re.compile(r"(`+)(?!`).+?(?<!`)\1(?!`)", re.DOTALL)
@@ -27,7 +29,14 @@ OUTSIDE = re.compile(r"(?i:\bissue[- ]#?\d+|\bthe issue's\b|\bthe spec\b)|\bSPEC
 
 
 def pages() -> list[Path]:
-    """README.md, docs/ and any other page in the checkout, outside hidden and ignored folders."""
+    """Every page git tracks (README.md, docs/, any other); outside a git checkout, every page
+    outside hidden and ignored folders."""
+    if shutil.which("git") and (REPO / ".git").exists():
+        listed = subprocess.run(
+            ["git", "ls-files", "-z", "--", "*.md"], cwd=REPO, capture_output=True, text=True
+        )
+        tracked = [REPO / name for name in listed.stdout.split("\0") if name]
+        return sorted(p for p in tracked if p.exists())
     found = []
     for page in REPO.rglob("*.md"):
         folders = page.relative_to(REPO).parts[:-1]
