@@ -56,6 +56,30 @@ function encoderFor(type) {
   return (object) => Buffer.from(type.encode(canonical(type, type.fromObject(object))).finish());
 }
 
+// Strings as Python's protobuf reads them: bytes that are not UTF-8 fail the message (protobufjs
+// would put U+FFFD in their place and take it); a BOM is a character like any other.
+const UTF8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
+
+class StrictReader extends protobuf.BufferReader {
+  string() {
+    return UTF8.decode(this.bytes());
+  }
+}
+
+function decoderFor(type) {
+  return (raw) => type.toObject(type.decode(new StrictReader(raw)), OPTIONS);
+}
+
+/** method name -> (request bytes) -> the request as a plain object (OPTIONS' shape, as
+ * proto-loader gives it); throws on bytes that are not the message, invalid UTF-8 included. */
+function decoders() {
+  const found = {};
+  for (const method of root().lookupService(SERVICE).methodsArray) {
+    found[method.name] = decoderFor(method.resolvedRequestType);
+  }
+  return found;
+}
+
 /** method name -> (plain object with proto field names) -> its reply's canonical protobuf bytes. */
 function encoders() {
   const found = {};
@@ -71,4 +95,4 @@ function encoderOf(name) {
   return encoderFor(root().lookupType(`${SERVICE.split('.').slice(0, -1).join('.')}.${name}`));
 }
 
-module.exports = { SERVICE, OPTIONS, encoderOf, encoders, load };
+module.exports = { SERVICE, OPTIONS, decoders, encoderOf, encoders, load };

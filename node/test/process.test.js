@@ -24,7 +24,7 @@ test('REST: SIGTERM lets a call in flight finish, then exits 0', async () => {
   const child = start('rest/main.js', { WIRELAB_REST_PORT: String(port), WIRELAB_METRICS_PORT: String(metricsPort), WIRELAB_GRACE_SECONDS: '5' });
   await until(() => child.output.includes('REST on'));
   const reply = new Promise((resolve, reject) => {
-    const req = http.request({ host: '127.0.0.1', port, path: '/v1/orders', method: 'POST' }, (res) => {
+    const req = http.request({ host: '127.0.0.1', port, path: '/v1/orders', method: 'POST', headers: { 'content-type': 'application/json' } }, (res) => {
       let body = '';
       res.on('data', (d) => { body += d; });
       res.on('end', () => resolve([res.statusCode, body]));

@@ -25,8 +25,10 @@ test.after(() => server.drain(1));
 
 /** One HTTP call: status, headers and the whole body. ``body`` may be an array (chunked). */
 function call(method, path, body, headers = {}) {
+  // An order is JSON unless a test says otherwise: any other body is refused 422, as FastAPI does.
+  const typed = path === '/v1/orders' && !('content-type' in headers) ? { 'content-type': 'application/json', ...headers } : headers;
   return new Promise((resolve, reject) => {
-    const req = http.request(`${base}${path}`, { method, headers }, (res) => {
+    const req = http.request(`${base}${path}`, { method, headers: typed }, (res) => {
       const parts = [];
       res.on('data', (p) => parts.push(p));
       res.on('end', () => resolve({ status: res.statusCode, headers: res.headers, body: Buffer.concat(parts) }));
@@ -244,7 +246,7 @@ test('with metrics off (WIRELAB_METRICS=off) the routes serve the same and nothi
   await new Promise((resolve) => bare.listen(0, '127.0.0.1', resolve));
   try {
     const reply = await new Promise((resolve, reject) => {
-      const req = http.request({ host: '127.0.0.1', port: bare.address().port, path: '/v1/orders', method: 'POST' }, (res) => {
+      const req = http.request({ host: '127.0.0.1', port: bare.address().port, path: '/v1/orders', method: 'POST', headers: { 'content-type': 'application/json' } }, (res) => {
         const parts = [];
         res.on('data', (p) => parts.push(p));
         res.on('end', () => resolve([res.statusCode, JSON.parse(Buffer.concat(parts))]));

@@ -131,6 +131,84 @@ CASES: list[Case] = [
         counted("unary", 400),
     ),
     Case("unknown-path", get("/nope"), 404, counted("other", 404)),
+    # Item 2: an authority-like path is a path (Node read //x as a host and served the order).
+    Case(
+        "order-under-empty-segment",
+        post_json("//x/v1/orders", b'{"order":{}}'),
+        404,
+        counted("other", 404),
+    ),
+    Case(
+        "order-path-percent-encoded", post_json("/v1/%6Frders", b"{}"), 200, counted("unary", 200)
+    ),
+    # Item 3: bytes that are not UTF-8 are refused, not read as U+FFFD.
+    Case(
+        "order-note-not-utf8",
+        post_json("/v1/orders", b'{"order":{"note":"\xff\xfe"}}'),
+        400,
+        counted("unary", 400),
+    ),
+    Case(
+        "blob-json-not-utf8",
+        post_json("/v1/blobs/json", b'{"data":"","x":"\xff"}'),
+        422,
+        counted("upload_json", 422),
+    ),
+    # Items 5 and 8: what an order's Content-Type makes of its body, as FastAPI reads it.
+    Case(
+        "order-protobuf",
+        Rest(http("POST", "/v1/orders", b"", (("Content-Type", "application/x-protobuf"),))),
+        200,
+        counted("unary", 200),
+    ),
+    Case(
+        "order-protobuf-not-utf8",
+        Rest(
+            http(
+                "POST",
+                "/v1/orders",
+                bytes.fromhex("0a040a02fffe"),
+                (("Content-Type", "application/x-protobuf"),),
+            )
+        ),
+        400,
+        counted("unary", 400),
+    ),
+    Case(
+        "order-protobuf-not-acceptable",
+        Rest(
+            http(
+                "POST",
+                "/v1/orders",
+                b"",
+                (("Content-Type", "application/x-protobuf"), ("Accept", "application/json")),
+            )
+        ),
+        406,
+        counted("unary", 406),
+    ),
+    Case(
+        "order-text-plain",
+        Rest(http("POST", "/v1/orders", b"{}", (("Content-Type", "text/plain"),))),
+        422,
+        counted("unary", 422),
+    ),
+    Case(
+        "order-no-content-type", Rest(http("POST", "/v1/orders", b"{}")), 422, counted("unary", 422)
+    ),
+    Case(
+        "order-json-suffix",
+        Rest(http("POST", "/v1/orders", b"{}", (("Content-Type", "application/problem+json"),))),
+        200,
+        counted("unary", 200),
+    ),
+    Case("order-json-bom", post_json("/v1/orders", b"\xef\xbb\xbf{}"), 200, counted("unary", 200)),
+    Case(
+        "blob-json-bom",
+        post_json("/v1/blobs/json", b'\xef\xbb\xbf{"data":""}'),
+        422,
+        counted("upload_json", 422),
+    ),
     Case("path-with-empty-segment", get("//x"), 404, counted("other", 404)),
     Case("stream-negative-count", get("/v1/stream?count=-1"), 400, counted("server_stream", 400)),
     # Request targets no URL parser takes whole (issue 33, item 1: each ended Node's process).
@@ -150,6 +228,13 @@ CASES: list[Case] = [
     Case(
         "grpc-order-undecodable",
         Grpc("ProcessOrder", (b"\xff",)),
+        "INVALID_ARGUMENT",
+        counted("unary", "INVALID_ARGUMENT"),
+    ),
+    # Item 3: a string field that is not UTF-8 (order_id = ff fe).
+    Case(
+        "grpc-order-not-utf8",
+        Grpc("ProcessOrder", (bytes.fromhex("0a040a02fffe"),)),
         "INVALID_ARGUMENT",
         counted("unary", "INVALID_ARGUMENT"),
     ),

@@ -64,11 +64,11 @@ function refusal(exc) {
   return new Refused(grpc.status.INTERNAL, 'Internal error');
 }
 
-function decoder(method) {
+function decoder(method, decode) {
   const what = method.requestType.type.name;
   return (raw) => {
     try {
-      return method.requestDeserialize(raw);
+      return decode(raw);
     } catch (exc) {
       throw new Refused(grpc.status.INVALID_ARGUMENT, `request is not a valid wirelab.v1.${what}: ${exc.message}`);
     }
@@ -82,7 +82,8 @@ function remaining(call) {
 }
 
 function behaviours(methods, limits, relay) {
-  const decode = Object.fromEntries(Object.entries(methods).map(([name, m]) => [name, decoder(m)]));
+  const strict = proto.decoders();
+  const decode = Object.fromEntries(Object.entries(methods).map(([name, m]) => [name, decoder(m, strict[name])]));
   const encode = proto.encoders();
   return {
     // One request, one reply: (raw request, admit, call) -> encoded reply.

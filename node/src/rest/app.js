@@ -22,12 +22,25 @@ const codec = require('./codec');
 const json = require('./json');
 const validate = require('./validate');
 
+// ProcessOrder's codec, loaded with the first protobuf order: JSON-only services never load the
+// protobuf types (test/hops.test.js holds them to it).
+let protobufCodec = null;
+function orderCodec() {
+  if (protobufCodec === null) {
+    const proto = require('../proto');
+    protobufCodec = { decode: proto.decoders().ProcessOrder, encode: proto.encoders().ProcessOrder };
+  }
+  return protobufCodec;
+}
+
 // Streams stop producing once the client has gone: the response closed.
 const drained = (stream, piece) => writeDrained(stream, piece, 'close', () => stream.destroyed);
 
 const OCTETS = 'application/octet-stream';
 const NDJSON = 'application/x-ndjson';
 const JSON_TYPE = 'application/json';
+const PROTOBUF = 'application/x-protobuf';
+const PROTOBUF_ACCEPTED = new Set([PROTOBUF, 'application/*', '*/*']);
 
 // (method, path) -> kind, as rest/middleware.py's KINDS.
 const KINDS = new Map([
@@ -163,15 +176,57 @@ function readBody(req, limit, call, kind, { onPiece = null, admit = null, holds 
   });
 }
 
-/** A JSON body; ``exact`` reads its integers exactly (json.js), for the bodies whose numbers
- * are used: a blob's JSON has none, and its megabytes are not scanned for them. */
-function parseJson(body, exact = true) {
+// Bodies as Python reads them: bytes that are not UTF-8 refuse the body (toString would put
+// U+FFFD in their place). An order's JSON may start with a BOM (FastAPI's json.loads of bytes
+// skips it); a blob's JSON may not (pydantic's reader, 422).
+const ORDER_TEXT = new TextDecoder('utf-8', { fatal: true });
+const BLOB_TEXT = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
+
+/** An order's JSON body, its integers exact (json.js). */
+function orderJson(body) {
+  let text;
   try {
-    const text = body.toString('utf8');
-    return exact ? json.parse(text) : JSON.parse(text);
+    text = ORDER_TEXT.decode(body);
+  } catch {
+    throw new HttpError(400, 'There was an error parsing the body');
+  }
+  try {
+    return json.parse(text);
   } catch (exc) {
     throw new validate.Invalid('body', `JSON decode error: ${exc.message}`);
   }
+}
+
+/** A blob's JSON body: no integers to read exactly, and its megabytes not scanned for them. */
+function blobJson(body) {
+  try {
+    return JSON.parse(BLOB_TEXT.decode(body));
+  } catch (exc) {
+    throw new validate.Invalid('body', `JSON decode error: ${exc.message}`);
+  }
+}
+
+/** A Content-Type's media type, lowercased, without parameters. */
+function mediaType(req) {
+  return (req.headers['content-type'] || '').split(';', 1)[0].trim().toLowerCase();
+}
+
+/** JSON as FastAPI tells it: application/json or application/<anything>+json. */
+function isJson(media) {
+  return media === JSON_TYPE || (media.startsWith('application/') && media.endsWith('+json'));
+}
+
+/** Whether an Accept header lets an order's reply be protobuf (rest/protobuf.py's
+ * accepts_protobuf): none, or one naming it or a wildcard over it with a weight above zero. */
+function acceptsProtobuf(accept) {
+  if (accept === undefined) return true;
+  return accept.split(',').some((item) => {
+    const [media, ...params] = item.split(';').map((part) => part.trim());
+    const weights = params.filter((p) => p.replace(/ /g, '').startsWith('q=')).map((p) => p.split('=', 2)[1].trim());
+    // RFC 9110 weights: "0", "0.0", "0.000"; one that does not parse counts as given.
+    const zero = weights.length > 0 && weights[0].startsWith('0') && weights[0].replace(/[.0]/g, '') === '';
+    return PROTOBUF_ACCEPTED.has(media.toLowerCase()) && !zero;
+  });
 }
 
 function sendJson(res, status, text, headers = {}) {
@@ -206,13 +261,47 @@ function deadlineOf(req) {
   return Number(value) / 1000;
 }
 
+/** ``POST /v1/orders`` with an application/x-protobuf body: gRPC's OrderRequest, answered with
+ * its OrderReply (rest/protobuf.py). */
+async function protobufOrder(req, res, body, limits) {
+  if (!acceptsProtobuf(req.headers.accept)) {
+    throw new HttpError(406, `a protobuf order is answered as ${PROTOBUF} only`);
+  }
+  let r;
+  try {
+    r = orderCodec().decode(body);
+  } catch (exc) {
+    throw new core.CoreError(`body is not a protobuf wirelab.v1.OrderRequest: ${exc.message}`);
+  }
+  const order = r.order || {};
+  const t = await core.processOrder(order, r.work_ms, r.count_words, limits);
+  const reply = orderCodec().encode({
+    order_id: order.order_id || '',
+    item_count: t.itemCount,
+    total_cents: String(t.totalCents),
+    word_count: t.wordCount,
+    char_count: t.charCount,
+    order,
+  });
+  res.writeHead(200, { 'content-type': PROTOBUF, 'content-length': reply.length });
+  res.end(reply);
+}
+
 function routes(limits, relay) {
   // base64 makes a JSON body 4/3 of the blob; allow that plus the JSON around it (routes.py).
   const jsonLimit = Math.floor((limits.maxPayloadBytes + 2) / 3) * 4 + 1024;
   return {
     async unary(req, res, params, call) {
       const body = await readBody(req, limits.maxOrderBytes, call, 'unary');
-      const request = validate.orderRequest(parseJson(body));
+      const media = mediaType(req);
+      // Protobuf orders are not relayed: a relay hop speaks its downstreams' JSON (app.py).
+      if (media === PROTOBUF && relay === null) {
+        await protobufOrder(req, res, body, limits);
+        return;
+      }
+      // Any other body is not read as JSON, as FastAPI reads it: not an object.
+      if (!isJson(media)) throw new validate.Invalid('body', 'Input should be a valid dictionary or object to extract fields from');
+      const request = validate.orderRequest(orderJson(body));
       if (relay === null) {
         const totals = await core.processOrder(request.order, request.work_ms, request.count_words, limits);
         sendJson(res, 200, codec.replyJson(ownReply(request, totals)));
@@ -243,7 +332,7 @@ function routes(limits, relay) {
     },
     async upload_json(req, res, params, call, admit) {
       const body = await readBody(req, jsonLimit, call, 'upload_json', { admit, holds: JSON_UPLOAD_HOLDS });
-      const data = codec.decodeB64(validate.blobUpload(parseJson(body, false)), 'data');
+      const data = codec.decodeB64(validate.blobUpload(blobJson(body)), 'data');
       const d = core.hashBlob(data, limits);
       sendJson(res, 200, JSON.stringify({ size: d.size, sha256: d.sha256 }));
     },
