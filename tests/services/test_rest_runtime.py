@@ -174,27 +174,66 @@ def _answer(sock: socket.socket, within: float) -> bytes:
     return data
 
 
-def test_oversize_headers_are_refused_at_once(bounded: Service) -> None:
-    # Before: a 128 MiB header was read for 23.6 s and accepted. The default bound is 64 KiB.
-    # Sent in small paced pieces, so the server has read all that was sent when it refuses
-    # (closing with unread bytes would reset the connection and lose the answer).
-    sock = _raw(bounded, b"GET /healthz HTTP/1.1\r\nhost: x\r\nx-big: ")
-    started = time.monotonic()
-    for _ in range(256):  # up to 4 MiB
+def _paced(service: Service, request: bytes) -> bytes:
+    """The server's answer to ``request`` sent in small paced pieces, stopping once answered."""
+    sock = _raw(service, b"")
+    for at in range(0, len(request), 16384):
         if select.select([sock], [], [], 0.01)[0]:
             break  # answered
-        sock.sendall(b"a" * 16384)
-    assert _answer(sock, 2).startswith(b"HTTP/1.1 431 ")
+        sock.sendall(request[at : at + 16384])
+    return _answer(sock, 5)
+
+
+_REFUSED = _requests_line("other", "client_error", "431")
+
+
+def test_oversize_headers_are_refused_at_once(bounded: Service) -> None:
+    # Before: a 128 MiB header was read for 23.6 s and accepted. The default bound is 64 KiB.
+    started = time.monotonic()
+    before = bounded.metric(_REFUSED)
+    answer = _paced(bounded, b"GET /healthz HTTP/1.1\r\nhost: x\r\nx-big: " + b"a" * 4 * MIB)
+    assert answer.startswith(b"HTTP/1.1 431 ")
     assert time.monotonic() - started < 2
+    assert bounded.wait_for(_REFUSED, before + 1) == before + 1
 
 
-@pytest.mark.parametrize("sent", [b"", b"GET /healthz HTTP/1.1\r\nhost: x\r\n"])
-def test_unfinished_headers_time_out(bounded: Service, sent: bytes) -> None:
+@pytest.mark.parametrize("size", [70_000, 120_000])
+@pytest.mark.parametrize("where", ["header", "url"])
+def test_headers_past_the_limit_are_refused_and_counted(
+    bounded: Service, where: str, size: int
+) -> None:
+    # Before: headers that ended within the read that took them past 64 KiB were not counted,
+    # so 70,000-120,000 bytes were served; a URL that long got uvicorn's bare 400, uncounted.
+    line = b"GET /v1/stream?count=0&x=" + b"a" * (size if where == "url" else 0)
+    header = b"x-big: " + b"a" * (size if where == "header" else 0)
+    before = bounded.metric(_REFUSED)
+    answer = _paced(bounded, line + b" HTTP/1.1\r\nhost: x\r\n" + header + b"\r\n\r\n")
+    assert answer.startswith(b"HTTP/1.1 431 ")
+    assert bounded.wait_for(_REFUSED, before + 1) == before + 1
+
+
+@pytest.mark.parametrize("where", ["header", "url"])
+def test_headers_within_the_limit_are_served(bounded: Service, where: str) -> None:
+    size = 60_000  # with the request line and the other headers, under 65,536 bytes
+    line = b"GET /v1/stream?count=0&x=" + b"a" * (size if where == "url" else 0)
+    header = b"x-big: " + b"a" * (size if where == "header" else 0)
+    request = line + b" HTTP/1.1\r\nhost: x\r\nconnection: close\r\n" + header + b"\r\n\r\n"
+    assert _paced(bounded, request).startswith(b"HTTP/1.1 200 ")
+
+
+@pytest.mark.parametrize(
+    ("sent", "calls"), [(b"", 0), (b"GET /healthz HTTP/1.1\r\nhost: x\r\n", 1)]
+)
+def test_unfinished_headers_time_out(bounded: Service, sent: bytes, calls: int) -> None:
     # Before: connections that never finished their headers were held for as long as they lasted.
+    # A request that began is counted; a connection that sent nothing made no call.
+    timed_out = _requests_line("other", "timeout", "408")
+    before = bounded.metric(timed_out)
     sock = _raw(bounded, sent)
     started = time.monotonic()
     assert _answer(sock, 5).startswith(b"HTTP/1.1 408 ")
     assert 0.9 < time.monotonic() - started < 3
+    assert bounded.wait_for(timed_out, before + calls) == before + calls
 
 
 @pytest.mark.parametrize(("path", "kind"), [("/v1/blobs", "upload"), ("/v1/orders", "unary")])

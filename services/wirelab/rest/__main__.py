@@ -67,7 +67,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         uvicorn.Config(
             app,
             loop="uvloop",
-            http=bounded(bounds),  # httptools, bounded (rest/protocol.py)
+            http=bounded(bounds, metrics),  # httptools, bounded (rest/protocol.py)
             ws="websockets-sansio",
             lifespan="on",
             access_log=False,
