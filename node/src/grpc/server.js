@@ -238,13 +238,16 @@ function handlers(b, metrics, budget) {
           finishWith(measured, refused);
         }
       });
-      call.on('end', () => {
-        if (refused !== null) return;
+      // A client's cancel (RST_STREAM) ends the request stream too: Node's http2 stream emits
+      // 'end' before the 'close' that grpc-js turns into 'cancelled', so a cancelled upload was
+      // answered and counted OK. The answer waits one turn of the loop, for a cancel to be told.
+      call.on('end', () => setImmediate(() => {
+        if (refused !== null || call.cancelled) return;
         const reply = upload.reply();
         measured.sent(reply.length);
         callback(null, reply);
         measured.finish('ok', 'OK');
-      });
+      }));
     },
     PingPong(call) {
       const measured = start('PingPong');
@@ -263,11 +266,12 @@ function handlers(b, metrics, budget) {
           finishWith(measured, refused);
         }
       });
-      call.on('end', () => {
-        if (refused !== null) return;
+      // As UploadStream: a cancel ends the request stream first, then is told.
+      call.on('end', () => setImmediate(() => {
+        if (refused !== null || call.cancelled) return;
         call.end();
         measured.finish('ok', 'OK');
-      });
+      }));
     },
   };
 }
