@@ -37,8 +37,19 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from wirelab.contract import EDGE_PROTOCOLS, STREAM_KINDS
 from wirelab_bench.compare import ci
+from wirelab_bench.conclusions import (
+    compare_kind,
+    latency_ratio,
+    pipeline_verdict,
+    purpose,
+    stated,
+    throughput_ratio,
+    verdict,
+)
+from wirelab_bench.intervals import Ratio, across_repetitions
 from wirelab_bench.network import with_links
 from wirelab_bench.perf.openloop import knee as last_on_time
+from wirelab_bench.scenario import PIPELINE_CHECK
 
 # %% tags=["parameters"]
 # The results folder to report on; empty = $WIRELAB_REPORT_RESULTS, else the newest folder
@@ -137,7 +148,12 @@ say(
     f"git `{git.get('sha')}`{' (dirty)' if git.get('dirty') else ''}; host {host.get('cpu_count')} "
     f"cores, {host.get('memory_bytes', 0) / 2**30:.1f} GiB, kernel {host.get('kernel')}."
 )
-if manifest.get("status") != "complete":
+# A scenario that declares itself a pipeline check (smoke) gets its verdict, the tables and the
+# plots, and no sentence comparing the protocols.
+PIPELINE = purpose(manifest) == PIPELINE_CHECK
+if PIPELINE:
+    say(pipeline_verdict(manifest, len(tidy)))
+elif manifest.get("status") != "complete":
     say(f"⚠ This run is **{manifest.get('status')}**: {manifest.get('interrupted')}.")
 for what, why in (manifest.get("missing") or {}).items():
     say(f"- not measured: *{what}* — {why}")
@@ -445,74 +461,20 @@ else:
 
 # %% [markdown]
 # ## Conclusions per interaction kind
-# Generated from the table above: gRPC/REST ratios per condition (same kind, load and payload),
-# "clearly" only when the repetitions' confidence intervals do not overlap.
+# Generated from the table above: gRPC/REST ratios per condition (same kind, load, payload and
+# generator), each with a 95 % interval: across the repetitions where there are several, else
+# from the run's own spread (each window's per-second successful calls, each window's latency
+# histogram), which leaves out the spread from run to run. A protocol is said to be ahead only
+# where the interval excludes 1; a scenario that declares itself a pipeline check gets none.
 
 
 # %%
-def _span(values: list[float]) -> str:
-    return f", from {min(values):.2f} to {max(values):.2f}" if len(values) > 1 else ""
+def sides(frame: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    return frame[frame.protocol == "rest"], frame[frame.protocol == "grpc"]
 
 
-def compare(kind: str) -> str:
-    part = tidy[tidy.kind == kind]
-    # A condition is one generator's: Locust's and wirelab-loadgen's timings never mix.
-    keys = ["generator", "load", "payload_bytes"]
-    rest = part[part.protocol == "rest"].groupby(keys)
-    grpc = part[part.protocol == "grpc"].groupby(keys)
-    common = sorted(set(rest.groups) & set(grpc.groups))
-    if not common:
-        only = ", ".join(sorted(part.protocol.unique()))
-        return f"**{kind}**: measured on {only} only; nothing to compare."
-    thr, lat, cpu, sizes, clear = [], [], [], [], []
-    for k in common:
-        r, g = rest.get_group(k), grpc.get_group(k)
-        # Successful calls only: a protocol answering errors fast must not win on throughput.
-        rm, rlo, rhi, _ = ci(r["ok_per_s"])
-        gm, glo, ghi, _ = ci(g["ok_per_s"])
-        if rm > 0 and gm > 0:
-            thr.append(gm / rm)
-            clear.append(len(r) > 1 and len(g) > 1 and (glo > rhi or ghi < rlo))
-        if r["client_p50_ms"].mean() > 0:
-            lat.append(g["client_p50_ms"].mean() / r["client_p50_ms"].mean())
-        if r["cpu_s_per_request"].mean() > 0:
-            cpu.append(g["cpu_s_per_request"].mean() / r["cpu_s_per_request"].mean())
-        if r["wire_bytes_per_request"].mean() > 0:
-            sizes.append(g["wire_bytes_per_request"].mean() / r["wire_bytes_per_request"].mean())
-    lines = [f"**{kind}** ({len(common)} condition(s) on both protocols):"]
-    if thr:
-        med = float(np.median(thr))
-        winner = "gRPC" if med > 1 else "REST"
-        factor = med if med > 1 else 1 / med
-        verdict = (
-            f"the difference is clear (non-overlapping 95 % intervals) in {sum(clear)} of "
-            f"{len(thr)} condition(s)."
-            if reps > 1
-            else "one repetition only, so the difference is not tested for significance."
-        )
-        lines.append(
-            f"{winner} completed more successful calls per second — {factor:.2f}x in the median "
-            f"condition (gRPC/REST{_span(thr)}); {verdict}"
-        )
-    else:
-        lines.append("No condition had successful calls on both protocols.")
-    if lat:
-        med = float(np.median(lat))
-        faster = "gRPC" if med < 1 else "REST"
-        lines.append(f"Median client latency: {faster} lower, gRPC/REST = {med:.2f}{_span(lat)}.")
-    if cpu:
-        lines.append(f"Server CPU per request, gRPC/REST = {float(np.median(cpu)):.2f}.")
-    if sizes:
-        lines.append(f"Body bytes per request, gRPC/REST = {float(np.median(sizes)):.2f}.")
-    errors = part[part["error_pct"] > 0]
-    for proto, e in errors.groupby("protocol"):
-        lines.append(
-            f"⚠ {proto} had errors in {len(e)} cell(s), up to {e['error_pct'].max():.1f} % "
-            f"({e['gate_reasons'].dropna().iloc[0] if e['gate_reasons'].notna().any() else ''})."
-        )
-    if part["generator_saturated"].any():
-        lines.append("Some cells saturated the load generator: treat their throughput as a floor.")
-    return " ".join(lines)
+def per_rep(frame: pd.DataFrame, column: str, how: str = "mean") -> dict[int, float]:
+    return {int(r): float(v) for r, v in frame.groupby("repetition")[column].agg(how).items()}
 
 
 def claims() -> list[str]:
@@ -530,9 +492,10 @@ def claims() -> list[str]:
         out.append(f"Unary cells of {', '.join(sorted(failed))} had ≥ 1 % errors: not compared.")
     if {"rest", "grpc"} <= set(timed.protocol):
         users = timed.users.min()
-        low = timed[timed.users == users].groupby("protocol")["client_p50_ms"].mean()
+        light = timed[timed.users == users]
+        low = light.groupby("protocol")["client_p50_ms"].mean()
         if low.notna().all():
-            holds = low["rest"] < low["grpc"]
+            ratio = latency_ratio(*sides(light), hist)
             who = GENERATOR_NAMES[timed.generator.iloc[0]]
             beside = ""
             locust = unary[(unary.generator == "locust") & (unary.users == users)]
@@ -541,22 +504,26 @@ def claims() -> list[str]:
                 beside = f" (Locust timed REST {slow['rest']:.3f} ms, gRPC {slow['grpc']:.3f} ms)"
             out.append(
                 f"*REST is faster for small unary calls at light load* (IIT study, and others): "
-                f"{'holds' if holds else 'does not hold'} here — median latency at "
-                f"{int(users)} user(s), timed by {who}: REST {low['rest']:.3f} ms, gRPC "
-                f"{low['grpc']:.3f} ms{beside}."
+                f"{verdict(ratio, True)} here — median latency at {int(users)} user(s), timed "
+                f"by {who}: REST {low['rest']:.3f} ms, gRPC {low['grpc']:.3f} ms, "
+                f"{stated(ratio)}{beside}."
             )
-        thr = by["ok_per_s"].max()
+        busy = unary[unary.users == unary.users.max()]
+        busy = busy[busy.generator == busy.generator.iloc[0]]
+        thr = busy.groupby("protocol")["ok_per_s"].mean()
+        ratio = throughput_ratio(*sides(busy), RUN) if len(thr) == 2 else None
         out.append(
-            f"*gRPC has higher throughput* (IIT, order-chain studies): "
-            f"{'holds' if thr['grpc'] > thr['rest'] else 'does not hold'} for unary here — "
-            f"best REST {thr['rest']:.0f} req/s, best gRPC {thr['grpc']:.0f} req/s."
+            f"*gRPC has higher throughput* (IIT, order-chain studies): {verdict(ratio, True)} "
+            f"for unary here — at {int(busy.users.max())} users REST {thr.get('rest', 0):.0f} "
+            f"req/s, gRPC {thr.get('grpc', 0):.0f} req/s, {stated(ratio)}."
         )
         cpu = by["cpu_s_per_request"].mean()
         if cpu.notna().all():
+            ratio = across_repetitions(*(per_rep(s, "cpu_s_per_request") for s in sides(unary)))
             out.append(
-                f"*REST uses more CPU than gRPC* (IIT Table 6.1): "
-                f"{'holds' if cpu['rest'] > cpu['grpc'] else 'does not hold'} per request — "
-                f"REST {cpu['rest'] * 1e6:.0f} µs, gRPC {cpu['grpc'] * 1e6:.0f} µs of server CPU."
+                f"*REST uses more CPU than gRPC* (IIT Table 6.1): {verdict(ratio, False)} per "
+                f"request here — REST {cpu['rest'] * 1e6:.0f} µs, gRPC {cpu['grpc'] * 1e6:.0f} "
+                f"µs of server CPU, {stated(ratio)}."
             )
         size = by["request_bytes_per_request"].mean()
         if size.notna().all() and size["rest"] > 0:
@@ -564,29 +531,33 @@ def claims() -> list[str]:
             out.append(
                 f"*A protobuf order is about 34 % smaller than its JSON* (order-chain study): "
                 f"here the gRPC request body is {smaller:.0f} % smaller "
-                f"({size['grpc']:.0f} vs {size['rest']:.0f} bytes)."
+                f"({size['grpc']:.0f} vs {size['rest']:.0f} bytes, counted: no interval needed)."
             )
     if not iit.empty:
-        cpu = iit.groupby(["load", "protocol"])[cpu_col].max().unstack("protocol")
-        if {"rest", "grpc"} <= set(cpu.columns) and cpu.notna().all().all():
-            higher = [str(w) for w in cpu.index if cpu.loc[w, "rest"] > cpu.loc[w, "grpc"]]
-            verdict = "holds" if len(higher) == len(cpu) else "does not hold"
+        found = {}
+        for load, part in iit.groupby("load"):
+            found[load] = across_repetitions(*(per_rep(s, cpu_col, "max") for s in sides(part)))
+        if found:
+            each = "; ".join(
+                f"{load}: {verdict(r, False)}, {stated(r)}" for load, r in found.items()
+            )
             out.append(
-                f"*REST's peak CPU is above gRPC's at every workload* (IIT Table 6.1): {verdict} "
-                f"here — REST higher at {', '.join(higher) or 'no'} workload(s) of "
-                f"{', '.join(map(str, cpu.index))}."
+                f"*REST's peak CPU is above gRPC's at every workload* (IIT Table 6.1), "
+                f"per workload here: {each}."
             )
     return out
 
 
-if HAVE:
+if HAVE and not PIPELINE:
     for kind in sorted(tidy["kind"].unique()):
-        say(compare(kind))
+        say(compare_kind(tidy, kind, hist, RUN))
     found = claims()
     if found:
         say("### Published claims against this run\n" + "\n".join(f"- {c}" for c in found))
     else:
         say("No unary cells on both protocols: the published claims cannot be checked here.")
+elif PIPELINE:
+    say(pipeline_verdict(manifest, len(tidy)))
 
 # %% [markdown]
 # ## Small calls: the precise generator beside Locust
@@ -747,42 +718,65 @@ if not TOPOLOGIES:
         "`wirelab bench a-to-b`, `order-chain` or `cluster` measure one.")  # fmt: skip
 
 
-def faster_pct(part: pd.DataFrame) -> pd.Series:
-    """Per load: how much lower gRPC's mean client latency is than REST's, in % of REST's."""
-    mean = part.groupby(["users", "protocol"])["client_mean_ms"].mean().unstack("protocol")
-    return 100 * (1 - mean["grpc"] / mean["rest"])
+def faster_pct(part: pd.DataFrame) -> dict[int, Ratio | None]:
+    """Per load: gRPC/REST mean client latency with its interval across repetitions."""
+    return {
+        int(users): across_repetitions(*(per_rep(s, "client_mean_ms") for s in sides(at)))
+        for users, at in part.groupby("users")
+    }
 
 
 def against_study(name: str, part: pd.DataFrame) -> str:
     both = {"rest", "grpc"} <= set(part.protocol)
     if name in STUDY_FASTER and both:
-        f = faster_pct(part).dropna()
-        if len(f):
-            word = "faster" if f.median() > 0 else "slower"
+        found = faster_pct(part)
+        measured = [r for r in found.values() if r is not None]
+        if measured:
+            each = "; ".join(
+                f"{users} users: {pct(r)}" if r else f"{users} users: no interval"
+                for users, r in found.items()
+            )
             return (
                 f"*gRPC {STUDY_FASTER[name]:.0f} % faster than HTTP/1.1* (A→B study"
-                f"{', cluster mode' if name == 'cluster' else ''}): here gRPC is "
-                f"{abs(f.median()):.0f} % {word} by mean client latency (1 - gRPC/REST in %,"
-                f" median over {len(f)} load level(s){_span(list(f))})."
+                f"{', cluster mode' if name == 'cluster' else ''}): here, by mean client latency"
+                f" (1 - gRPC/REST in %, 95 % interval {measured[0].basis}), {each}."
             )
+        return (
+            f"*gRPC {STUDY_FASTER[name]:.0f} % faster than HTTP/1.1* (A→B study): cannot be"
+            " checked by mean client latency here (no interval: one repetition)."
+        )
     if name in STUDY_CONFIRMED and both:
         high = part[part.users == part.users.max()]
         # Confirmed = the orders Locust counted ok: answered, and within the 900 ms threshold.
         ok = (high.requests - high.errors).groupby(high.protocol).mean()
-        ratio = ok["grpc"] / ok["rest"] if ok["rest"] > 0 else math.inf
+        ratio = throughput_ratio(*sides(high), RUN) if ok["rest"] > 0 else None
+        here = (
+            f"here {stated(ratio)} ({verdict(ratio, True)} as a lead)"
+            if ok["rest"] > 0
+            else "here REST confirmed none, so no finite ratio"
+        )
         text = (
             f"*gRPC confirmed {STUDY_CONFIRMED[name]}x REST's orders at high load* (order-chain "
-            f"study): here {ratio:.2f}x at {int(high.users.max())} users — gRPC {ok['grpc']:.0f},"
+            f"study): {here} at {int(high.users.max())} users — gRPC {ok['grpc']:.0f},"
             f" REST {ok['rest']:.0f} orders confirmed per window (answered within the threshold)."
         )
         if "amqp" in ok and name in STUDY_CONFIRMED_AMQP:
-            amqp = ok["grpc"] / ok["amqp"] if ok["amqp"] > 0 else math.inf
+            amqp = high[high.protocol == "amqp"]
+            ratio = throughput_ratio(amqp, sides(high)[1], RUN) if ok["amqp"] > 0 else None
             text += (
-                f" *And {STUDY_CONFIRMED_AMQP[name]}x the AMQP arm's*: here {amqp:.2f}x — AMQP"
-                f" {ok['amqp']:.0f} orders confirmed per window."
+                f" *And {STUDY_CONFIRMED_AMQP[name]}x the AMQP arm's*: here "
+                f"{stated(ratio).replace('gRPC/REST', 'gRPC/AMQP')} — AMQP {ok['amqp']:.0f} "
+                "orders confirmed per window."
             )
         return text
     return f"No published figure of topology {name} to compare with (or one protocol only)."
+
+
+def pct(r: Ratio) -> str:
+    """gRPC's lead in mean latency, 1 - gRPC/REST in %, with its interval."""
+    word = "not distinguishable" if r.spans_one else "faster" if r.high < 1 else "slower"
+    low, high = sorted((100 * (1 - r.high), 100 * (1 - r.low)))
+    return f"{word}, {100 * (1 - r.value):.0f} % [{low:.0f} to {high:.0f} %]"
 
 
 def topology_section(name: str) -> None:

@@ -15,6 +15,10 @@ from wirelab.contract import KINDS_BY_PROTOCOL
 # (75..82 s - 32 s) / 16 = 2.7..3.1 s a cell; 8.8 s was measured before Locust's stop stopped
 # hanging (docs/measurements.md). A run corrects it from its own cells (progress.Estimate).
 CELL_OVERHEAD_S = 3.0
+# What a scenario is for (its key ``purpose``): a comparison of the protocols, or a check that
+# the pipeline runs end to end, whose report states no comparison (its windows are too short).
+COMPARISON, PIPELINE_CHECK = "comparison", "pipeline-check"
+PURPOSES = (COMPARISON, PIPELINE_CHECK)
 # The services' runtimes a scenario can measure (the compose profile node adds the Node.js ones).
 RUNTIMES = ("python", "node")
 # Unary orders carry no sized payload: one cell per load level, payload column 0.
@@ -139,6 +143,7 @@ class Scenario:
     groups: tuple[Group, ...]
     gates: Gates = field(default_factory=Gates)
     topology: str = "one-hop"  # the wiring the lab must run (wirelab_bench.topology)
+    purpose: str = COMPARISON
 
     def cells(self) -> list[Cell]:
         """The run order; odd repetitions reverse the protocol and the runtime order, so neither

@@ -15,8 +15,10 @@ from wirelab_bench.knobs import NETWORK_PROFILES
 from wirelab_bench.loadgen import ARRIVALS
 from wirelab_bench.network import DIRECT, NetworkError, load_profiles
 from wirelab_bench.scenario import (
+    COMPARISON,
     GENERATOR_KINDS,
     GENERATORS,
+    PURPOSES,
     RUNTIMES,
     Gates,
     Group,
@@ -52,6 +54,7 @@ _GROUP_KEYS = {
 }
 _TOP_KEYS = {
     "description": str,
+    "purpose": str,
     "repetitions": int,
     "topology": str,
     "groups": list,
@@ -117,6 +120,9 @@ def parse_scenario(data: dict[str, Any], path: Path, networks: Collection[str] =
     reps = data.get("repetitions", 1)
     if reps < 1:
         raise ScenarioError(f"{where}: repetitions must be >= 1, got {reps}")
+    purpose = data.get("purpose", COMPARISON)
+    if purpose not in PURPOSES:
+        raise ScenarioError(f"{where}: unknown purpose {purpose!r} (known: {', '.join(PURPOSES)})")
     topology = data.get("topology", ONE_HOP)
     if topology not in TOPOLOGIES:
         known = ", ".join(TOPOLOGIES)
@@ -129,6 +135,7 @@ def parse_scenario(data: dict[str, Any], path: Path, networks: Collection[str] =
         groups=tuple(groups),
         gates=_gates(data.get("gates", {}), f"{where}: [gates]"),
         topology=topology,
+        purpose=purpose,
     )
     check_routes(scenario)
     return scenario
