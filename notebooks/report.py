@@ -39,6 +39,7 @@ from wirelab.contract import EDGE_PROTOCOLS, STREAM_KINDS
 from wirelab_bench.compare import ci
 from wirelab_bench.conclusions import (
     compare_kind,
+    confirmed_orders,
     latency_ratio,
     pipeline_verdict,
     purpose,
@@ -747,28 +748,8 @@ def against_study(name: str, part: pd.DataFrame) -> str:
         )
     if name in STUDY_CONFIRMED and both:
         high = part[part.users == part.users.max()]
-        # Confirmed = the orders Locust counted ok: answered, and within the 900 ms threshold.
-        ok = (high.requests - high.errors).groupby(high.protocol).mean()
-        ratio = throughput_ratio(*sides(high), RUN) if ok["rest"] > 0 else None
-        here = (
-            f"here {stated(ratio)} ({verdict(ratio, True)} as a lead)"
-            if ok["rest"] > 0
-            else "here REST confirmed none, so no finite ratio"
-        )
-        text = (
-            f"*gRPC confirmed {STUDY_CONFIRMED[name]}x REST's orders at high load* (order-chain "
-            f"study): {here} at {int(high.users.max())} users — gRPC {ok['grpc']:.0f},"
-            f" REST {ok['rest']:.0f} orders confirmed per window (answered within the threshold)."
-        )
-        if "amqp" in ok and name in STUDY_CONFIRMED_AMQP:
-            amqp = high[high.protocol == "amqp"]
-            ratio = throughput_ratio(amqp, sides(high)[1], RUN) if ok["amqp"] > 0 else None
-            text += (
-                f" *And {STUDY_CONFIRMED_AMQP[name]}x the AMQP arm's*: here "
-                f"{stated(ratio).replace('gRPC/REST', 'gRPC/AMQP')} — AMQP {ok['amqp']:.0f} "
-                "orders confirmed per window."
-            )
-        return text
+        amqp = STUDY_CONFIRMED_AMQP.get(name, math.nan)
+        return confirmed_orders(high, RUN, STUDY_CONFIRMED[name], amqp)
     return f"No published figure of topology {name} to compare with (or one protocol only)."
 
 

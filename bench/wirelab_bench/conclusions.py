@@ -198,3 +198,34 @@ def stated(ratio: Ratio | None) -> str:
     if ratio is None:
         return "no interval: one repetition and no within-run samples"
     return f"gRPC/REST {ratio.text()}, 95 % interval {ratio.basis}"
+
+
+def confirmed_orders(high: pd.DataFrame, run_dir: Path, study: float, study_amqp: float) -> str:
+    """The order-chain study's claim, gRPC confirming ``study`` x REST's orders (and
+    ``study_amqp`` x the AMQP arm's) at high load, against the rows of this run's highest load:
+    each ratio with its interval. Confirmed = the orders Locust counted ok: answered, and within
+    the failure threshold."""
+    users = int(high.users.max())
+    ok = (high.requests - high.errors).groupby(high.protocol).mean()
+    grpc = high[high.protocol == "grpc"]
+
+    def lead(arm: str, name: str) -> str:
+        if ok[arm] <= 0:
+            return f"{name} confirmed none, so there is no finite ratio"
+        ratio = throughput_ratio(high[high.protocol == arm], grpc, run_dir)
+        return (
+            f"that gRPC confirms more {verdict(ratio, True)}: "
+            f"{stated(ratio).replace('gRPC/REST', f'gRPC/{name}')}"
+        )
+
+    text = (
+        f"*gRPC confirmed {study}x REST's orders at high load* (order-chain study): here, at "
+        f"{users} users, {lead('rest', 'REST')} — gRPC {ok['grpc']:.0f}, REST {ok['rest']:.0f} "
+        "orders confirmed per window (answered within the threshold)."
+    )
+    if "amqp" in ok:
+        text += (
+            f" *And {study_amqp}x the AMQP arm's*: here {lead('amqp', 'AMQP')} — AMQP "
+            f"{ok['amqp']:.0f} orders confirmed per window."
+        )
+    return text

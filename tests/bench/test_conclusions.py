@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 from wirelab_bench.conclusions import (
     compare_kind,
+    confirmed_orders,
     pipeline_verdict,
     purpose,
     stated,
@@ -229,3 +230,29 @@ def test_the_pipeline_verdict_says_passed_or_what_failed() -> None:
     assert "003_rest_bidi" in pipeline_verdict(over, 16)
     cut = {"status": "incomplete", "cells_planned": 16, "interrupted": {"reason": "SIGTERM"}}
     assert "SIGTERM" in pipeline_verdict(cut, 3)
+
+
+def chain(protocol: str, rep: int, confirmed: float) -> dict[str, Any]:
+    """An order-chain cell at 300 users: Locust counted ``confirmed`` orders ok in its window."""
+    row = cell(protocol, confirmed / WINDOW_S, rep, users=300, load="u300")
+    return row | {"requests": confirmed + 10, "errors": 10}
+
+
+def test_the_order_chain_claim_carries_its_interval_across_repetitions(tmp_path: Path) -> None:
+    # Guards against: "gRPC confirmed 4.8x REST's orders at high load (order-chain study):
+    # here infx at 300 users", a point figure beside the study's.
+    rows = [chain("grpc", 0, 2880), chain("rest", 0, 600), chain("grpc", 1, 3000),
+            chain("rest", 1, 660)]  # fmt: skip
+    text = confirmed_orders(pd.DataFrame(rows), tmp_path, 4.8, 2.02)
+    assert text.startswith("*gRPC confirmed 4.8x REST's orders at high load* (order-chain study)")
+    assert "at 300 users, that gRPC confirms more holds: gRPC/REST 4.67 [3.30-6.60]" in text
+    assert "95 % interval across 2 repetitions" in text
+    assert "gRPC 2940, REST 630 orders confirmed per window" in text
+
+
+def test_an_arm_that_confirmed_nothing_gets_no_ratio(tmp_path: Path) -> None:
+    rows = [chain("grpc", 0, 2880), chain("rest", 0, 0), chain("amqp", 0, 7)]
+    text = confirmed_orders(pd.DataFrame(rows), tmp_path, 4.8, 2.02)
+    assert "REST confirmed none, so there is no finite ratio" in text and "inf" not in text
+    # One repetition, no per-second history: the AMQP arm's lead is not stated either.
+    assert "*And 2.02x the AMQP arm's*: here that gRPC confirms more cannot be checked" in text

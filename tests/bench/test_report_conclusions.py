@@ -43,12 +43,13 @@ def folder(root: Path, scenario: Path, window_s: float, rate: dict[str, float]) 
     (run / "locust").mkdir(parents=True)
     rows, hist = [], []
     rng = random.Random(7)
-    for i, cell in enumerate(load_scenario(scenario).cells()):
+    parsed = load_scenario(scenario)
+    for i, cell in enumerate(parsed.cells()):
         started = START + 100 * i
         calls = rate[cell.protocol] * window_s
         client = client_snapshot(cell.protocol, cell.kind, calls, 0.004)
         window = Window(cell, started, window_s, client=client, sources={"client": "scrape"})
-        rows.append(build_row(window, load_scenario(scenario).gates))
+        rows.append(build_row(window, parsed.gates, parsed.topology))
         hist += histogram_rows(window)
         total, history = 0.0, []
         for t in range(int(started) - 2, int(started + window_s) + 1):
