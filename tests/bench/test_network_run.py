@@ -4,7 +4,6 @@ the manifest records what was applied, and the proxy is left as it was found (do
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import time
 from collections.abc import Iterator
@@ -18,7 +17,7 @@ from wirelab_bench.report import render
 from wirelab_bench.runner import EXIT_LAB_NOT_READY
 
 from tests.bench.lab import Services, direct_then, free_ports, running_services
-from tests.config.queries import REPO
+from tests.gobuild import go_build
 
 pytestmark = pytest.mark.integration
 
@@ -28,16 +27,8 @@ SCENARIO = direct_then("wan")
 
 @pytest.fixture(scope="module")
 def toxiproxy_binary() -> Path:
-    """Toxiproxy at compose.yaml's version, built once into .cache/ from the Go module proxy."""
-    if shutil.which("go") is None:
-        pytest.fail("Go is needed to build Toxiproxy (apt-get install -y golang-go)")
-    out = REPO / ".cache" / "toxiproxy"
-    done = subprocess.run(
-        [str(REPO / "offline" / "toxiproxy-build"), str(out)],
-        capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    return out / "toxiproxy"
+    """Toxiproxy at compose.yaml's version, built once from the Go module proxy."""
+    return go_build("toxiproxy") / "toxiproxy"
 
 
 @pytest.fixture(scope="module")

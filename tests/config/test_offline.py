@@ -4,6 +4,7 @@ choice says why it was made, and a failed choice stops the lab. Docker itself is
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -112,6 +113,32 @@ def test_without_a_registry_the_choice_names_the_registry(fake: dict[str, str]) 
     assert any(c.startswith("pull ") for c in docker_calls(fake))
 
 
+# offline/go-build's components and the binaries each leaves in its folder.
+GO_BUILT = {
+    "prometheus": ("prometheus", "promtool"),
+    "node-exporter": ("node_exporter",),
+    "cadvisor": ("cadvisor",),
+    "toxiproxy": ("toxiproxy", "toxiproxy-cli"),
+}
+
+
+def go_builds_done(fake: dict[str, str], tmp_path: Path) -> dict[str, Path]:
+    """The Go builds "done" in a cache of the test's own: each component's folder (offline/go-build
+    --where) holds its binaries, so no Go is run."""
+    fake["WIRELAB_GO_BUILD_CACHE"] = str(tmp_path / "go-build")
+    folders = {}
+    for component, binaries in GO_BUILT.items():
+        where = subprocess.run(
+            [str(OFFLINE / "go-build"), "--where", component], env=fake,
+            capture_output=True, text=True, check=True,
+        ).stdout.strip()  # fmt: skip
+        folders[component] = Path(where)
+        folders[component].mkdir(parents=True)
+        for binary in binaries:
+            (folders[component] / binary).touch(mode=0o755)
+    return folders
+
+
 def _stand_ins() -> dict[str, str]:
     lines = (OFFLINE / "stand-ins.env").read_text().splitlines()
     return dict(line.split("=", 1) for line in lines if re.match(r"[A-Z_]+=", line))
@@ -130,15 +157,13 @@ def test_every_image_the_lab_and_its_topologies_pin_has_a_stand_in(fake: dict[st
     assert {f"{k}={v}" for k, v in _stand_ins().items()} <= chosen, done.stdout
 
 
-def test_build_images_builds_every_stand_in_from_its_dockerfile(fake: dict[str, str]) -> None:
+def test_build_images_builds_every_stand_in_from_its_dockerfile(
+    fake: dict[str, str], tmp_path: Path
+) -> None:
     """Only the python base is "present": every other stand-in is built, on that base, from a
-    Dockerfile that exists."""
+    Dockerfile that exists; a Go-built one from its build folder, tagged with that folder too."""
     stand_ins = _stand_ins()
-    # Toxiproxy's stand-in is built from its Go module: a fake `go install` leaves the binary.
-    add_command(
-        fake, "go",
-        'if [[ "$1" == install ]]; then m="${2%@*}"; mkdir -p "$GOBIN"; : > "$GOBIN/${m##*/}"; fi',
-    )  # fmt: skip
+    folders = go_builds_done(fake, tmp_path)
     done, _ = run({**fake, "FAKE_PRESENT": stand_ins["PYTHON_IMAGE"]}, "build-images")
     assert done.returncode == 0, done.stderr
     builds = {}
@@ -146,11 +171,56 @@ def test_build_images_builds_every_stand_in_from_its_dockerfile(fake: dict[str, 
         if call.startswith("build "):
             args = call.split()
             builds[args[args.index("-t") + 1]] = args
-    wanted = {tag for key, tag in stand_ins.items() if key != "PYTHON_IMAGE"}
+    wanted = {tag for key, tag in stand_ins.items() if key.endswith("_IMAGE")} - {
+        stand_ins["PYTHON_IMAGE"]
+    }
     assert set(builds) == wanted, docker_calls(fake)
+    contexts = {builds[stand_ins[f"{c.upper().replace('-', '_')}_IMAGE"]][-1] for c in GO_BUILT}
+    assert contexts == {str(f) for f in folders.values()}
     for args in builds.values():
         assert f"BASE={stand_ins['PYTHON_IMAGE']}" in args
         assert Path(args[args.index("-f") + 1]).is_file(), args
+
+
+def test_build_images_builds_only_the_stand_ins_asked_for(
+    fake: dict[str, str], tmp_path: Path
+) -> None:
+    """offline/env asks for what the chosen topology and profiles run: a one-hop lab builds no
+    nginx, Node.js, RabbitMQ or Toxiproxy stand-in."""
+    stand_ins = _stand_ins()
+    go_builds_done(fake, tmp_path)
+    done, _ = run(
+        {**fake, "FAKE_PRESENT": stand_ins["PYTHON_IMAGE"], "WIRELAB_OFFLINE": "1"}, "env"
+    )
+    assert done.returncode == 0, done.stderr
+    built = {
+        c.split()[c.split().index("-t") + 1] for c in docker_calls(fake) if c.startswith("build ")
+    }
+    for key in ("PROMETHEUS_IMAGE", "CADVISOR_IMAGE", "NODE_EXPORTER_IMAGE"):
+        assert stand_ins[key] in built, docker_calls(fake)
+    for key in ("NGINX_IMAGE", "NODE_IMAGE", "RABBITMQ_IMAGE", "TOXIPROXY_IMAGE"):
+        assert stand_ins[key] not in built, docker_calls(fake)
+
+
+def test_each_stand_in_built_from_source_carries_composes_pinned_release() -> None:
+    """The lab CI boots is the lab users pull: Prometheus, node-exporter and Toxiproxy at the
+    pinned release; cAdvisor's library at the nearest release the Go module proxy serves."""
+    compose = (REPO / "compose.yaml").read_text()
+    stand_ins = _stand_ins()
+    for key, image in (
+        ("PROMETHEUS_IMAGE", "prom/prometheus"),
+        ("NODE_EXPORTER_IMAGE", "prom/node-exporter"),
+        ("TOXIPROXY_IMAGE", "ghcr.io/shopify/toxiproxy"),
+    ):
+        pinned = re.search(rf"{re.escape(image)}:(v?[0-9.]+)\}}", compose)
+        assert pinned, image
+        assert stand_ins[key].endswith(f":{pinned.group(1)}"), (key, stand_ins[key])
+    cadvisor = re.search(r"cadvisor:v(0\.(\d+))\.\d+\}", compose)
+    assert cadvisor
+    library = (OFFLINE / "src" / "cadvisor" / "go.mod").read_text()
+    assert re.search(
+        rf"github.com/google/cadvisor/lib v{re.escape(cadvisor.group(1))}\.\d+$", library, re.M
+    )
 
 
 def test_the_nginx_stand_in_runs_nginx_in_the_foreground_without_root() -> None:
@@ -364,3 +434,26 @@ def test_with_netem_the_order_chains_amqp_arm_starts_through_toxiproxy(
     done, _ = run({**env, "WIRELAB_PROFILES": "amqp,netem"}, "lab-up")
     assert done.returncode == 0, done.stderr
     assert any(c.startswith("compose up ") and " amqp " in f"{c} " for c in docker_calls(fake))
+
+
+def _volumes(env: dict[str, str]) -> dict[str, str]:
+    """compose's volume key -> the engine's volume name, with the amqp profile on."""
+    done = subprocess.run(
+        [str(OFFLINE / "compose"), "-p", "wirelab", "config", "--format", "json"],
+        env={**env, "COMPOSE_PROFILES": "amqp", "COMPOSE_FILE": "compose.yaml"},
+        cwd=REPO, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return {k: v["name"] for k, v in json.loads(done.stdout)["volumes"].items()}
+
+
+def test_switching_flavours_keeps_each_releases_data_apart(fake: dict[str, str]) -> None:
+    """Both ways: the pinned RabbitMQ 4.2 and Debian's 3.10 stand-in each get the data volume of
+    their own release series, so neither opens (and neither refuses, nor damages) the other's;
+    Prometheus is the same release in both flavours (test above), so it keeps one volume."""
+    upstream = _volumes(fake)
+    offline = _volumes({**fake, **_stand_ins()})
+    assert upstream["rabbitmq-data"] == "wirelab_rabbitmq-data-4.2"
+    assert offline["rabbitmq-data"] == "wirelab_rabbitmq-data-3.10"
+    assert upstream["prometheus-data"] == offline["prometheus-data"] == "wirelab_prometheus-data"
+    assert re.search(r"rabbitmq:4\.2\.\d+-management", (REPO / "compose.yaml").read_text())

@@ -1,4 +1,5 @@
-"""promtool (Debian's, via prometheus/get-promtool) checks the config, the rules and their tests."""
+"""promtool of the pinned Prometheus release (prometheus/get-promtool) checks the config, the rules
+and their tests."""
 
 from __future__ import annotations
 

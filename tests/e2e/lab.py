@@ -27,10 +27,13 @@ HOST_PORT_VARIABLES = tuple(f"WIRELAB_{name.upper()}_HOST_PORT" for name in HOST
 
 
 def choose_images() -> dict[str, str]:
-    """offline/env's KEY=VALUE lines: upstream or stand-in images (built here if needed)."""
+    """offline/env's KEY=VALUE lines: upstream or stand-in images (built here if needed: all
+    of them, since the e2e stages boot every topology and profile)."""
     done = subprocess.run(
-        [str(REPO / "offline" / "env")], capture_output=True, text=True, timeout=900
-    )
+        [str(REPO / "offline" / "env")],
+        env={**os.environ, "WIRELAB_OFFLINE_BUILD": "all"},
+        capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
     assert done.returncode == 0, f"offline/env failed:\n{done.stderr[-4000:]}"
     pairs = (line.split("=", 1) for line in done.stdout.splitlines() if "=" in line)
     return {key: value for key, value in pairs}
