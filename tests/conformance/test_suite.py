@@ -99,6 +99,9 @@ def send_rest(service: Service, request: Rest) -> int | None:
     received = b""
     with socket.create_connection(("127.0.0.1", service.port), timeout=request.timeout) as conn:
         conn.sendall(request.data)
+        if request.leave:
+            wait_in_flight(service, request.leave)
+            return None
         try:
             while piece := conn.recv(65536):
                 received += piece
