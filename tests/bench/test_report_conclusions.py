@@ -36,6 +36,21 @@ def client_snapshot(protocol: str, kind: str, calls: float, median_s: float) -> 
     return aggregate(samples)
 
 
+def server_snapshot(protocol: str, kind: str, calls: float) -> Snapshot:
+    """The service's own counts over the window: its calls and their bodies (JSON larger)."""
+    labels = {"job": protocol, "protocol": protocol, "kind": kind}
+    size = 200.0 if protocol == "rest" else 120.0
+    return aggregate(
+        [
+            ("wirelab_server_requests_total", {**labels, "outcome": "ok"}, calls),
+            ("wirelab_server_request_bytes_sum", labels, size * calls),
+            ("wirelab_server_request_bytes_count", labels, calls),
+            ("wirelab_server_response_bytes_sum", labels, size * calls),
+            ("wirelab_server_response_bytes_count", labels, calls),
+        ]
+    )
+
+
 def folder(root: Path, scenario: Path, window_s: float, rate: dict[str, float]) -> Path:
     """A complete run of ``scenario``'s cells, each a window of ``window_s`` at the protocol's
     ``rate`` with Locust's per-second history beside it."""
@@ -48,7 +63,9 @@ def folder(root: Path, scenario: Path, window_s: float, rate: dict[str, float]) 
         started = START + 100 * i
         calls = rate[cell.protocol] * window_s
         client = client_snapshot(cell.protocol, cell.kind, calls, 0.004)
-        window = Window(cell, started, window_s, client=client, sources={"client": "scrape"})
+        server = server_snapshot(cell.protocol, cell.kind, calls)
+        sources = {"client": "scrape", "server": "scrape"}
+        window = Window(cell, started, window_s, server=server, client=client, sources=sources)
         rows.append(build_row(window, parsed.gates, parsed.topology))
         hist += histogram_rows(window)
         total, history = 0.0, []
@@ -89,7 +106,7 @@ def test_a_smoke_report_says_pipeline_check_passed_and_compares_nothing(tmp_path
     render(run)
     text = said(run)
     assert "**Pipeline check passed**: 16 of 16 cells measured" in text
-    assert "completed more" not in text and "gRPC/REST" not in text
+    assert "completed more" not in text and "gRPC/REST" not in text and " bytes vs " not in text
     assert "Published claims" not in text
 
 
