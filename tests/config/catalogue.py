@@ -21,8 +21,8 @@ from tests.config.queries import RULES
 
 HERE = Path(__file__).resolve().parent
 EXPORTER_LISTS = {
-    "cAdvisor 0.38.7": HERE / "cadvisor-0.38.7.txt",
-    "node-exporter 1.5": HERE / "node-exporter-1.5.txt",
+    "cAdvisor 0.60": HERE / "cadvisor-0.60.txt",
+    "node-exporter 1.12.1": HERE / "node-exporter-1.12.1.txt",
     "RabbitMQ 3.10": HERE / "rabbitmq-3.10.txt",
     "prom-client 15.1 defaults": HERE / "prom-client-15.1.txt",
 }

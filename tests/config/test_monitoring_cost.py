@@ -17,7 +17,7 @@ COLLECTOR_PREFIX = {
     "netdev": "node_network_",
     "loadavg": "node_load",
 }
-NODE_EXPORTER_NAMES = REPO / "tests" / "config" / "node-exporter-1.5.txt"
+NODE_EXPORTER_NAMES = REPO / "tests" / "config" / "node-exporter-1.12.1.txt"
 
 
 def _command(service: str) -> list[str]:
