@@ -23,7 +23,7 @@ NO_REGISTRY = 'Error response from daemon: Get "https://registry-1.docker.io/v2/
 # `docker` as each test needs it: `info` answers, or prints $FAKE_INFO_ERROR until a (fake)
 # dockerd has created the file $FAKE_ENGINE; `pull` and
 # `image inspect` of upstream images fail (the stand-ins, or those matching $FAKE_PRESENT, are
-# "present"); `compose config` is the real plugin, other compose calls and `build` succeed; every
+# "present"); `ps` prints $FAKE_PS; `compose config` is the real plugin, other compose calls and `build` succeed; every
 # call is logged to $FAKE_LOG, and the compose files of each `compose up` to $FAKE_LOG.files.
 FAKE_DOCKER = """#!/usr/bin/env bash
 echo "$*" >>"$FAKE_LOG"
@@ -32,6 +32,7 @@ case "$1 ${2:-}" in
     "info "*) [[ -z "${FAKE_INFO_ERROR:-}" || -e "${FAKE_ENGINE:-/nonexistent}" ]] \
         || { echo "$FAKE_INFO_ERROR" >&2; exit 1; } ;;
     "pull "*) echo "$FAKE_PULL_ERROR" >&2; exit 1 ;;
+    "ps "*) printf '%b' "${FAKE_PS:-}" ;;
     "image inspect") [[ "$3" == ${FAKE_PRESENT:-wirelab/*} ]] ;;
     "compose "*) [[ " $* " == *" config "* ]] && exec "$REAL_DOCKER" "$@"; exit 0 ;;
 esac
@@ -358,6 +359,30 @@ def test_make_lab_leaves_out_every_service_wirelab_exclude_names(fake: dict[str,
     assert {"rest", "grpc", "prometheus"} <= set(up), up
     # Offline, Grafana (no package to stand in for it) stays out too.
     assert not {"locust", "locust-worker", "jupyter", "grafana"} & set(up), up
+
+
+def test_make_lab_removes_the_previous_labs_containers_this_one_does_not_run(
+    fake: dict[str, str],
+) -> None:
+    """`make lab TOPOLOGY=cluster` after the order chain with PROFILES=amqp left the chain's
+    containers and the broker running beside the cluster, sharing the machine with the next
+    benchmark; now they go first, in one line, and the services the new lab runs stay."""
+    running = {
+        "rest": "wirelab-rest-1",
+        "rest-b": "wirelab-rest-b-1",
+        "rabbitmq": "wirelab-rabbitmq-1",
+        "locust-worker": "wirelab-locust-worker-2",
+    }
+    env = {**fake, "WIRELAB_OFFLINE": "1"}
+    env["FAKE_PS"] = "".join(f"{service} {name}\\n" for service, name in running.items())
+    done, _ = run(env, "lab-up")
+    assert done.returncode == 0, done.stderr
+    assert "rm -f wirelab-rest-b-1 wirelab-rabbitmq-1" in docker_calls(fake), docker_calls(fake)
+    assert (
+        "lab: removing the previous lab's containers this one does not run: "
+        "wirelab-rest-b-1 wirelab-rabbitmq-1"
+    ) in done.stderr
+    assert "label=com.docker.compose.project=wirelab" in " ".join(docker_calls(fake))
 
 
 @pytest.mark.parametrize(
