@@ -6,6 +6,11 @@
 // a small warm-up call, its high-water mark (VmHWM) read, one transfer, the mark read again.
 //
 //   node scripts/peak-memory.js [size in MiB, default 64]
+//
+// With --burst N, N such gRPC calls at once per one-message path (Upload, Download), each service
+// on its default payload budget: the peak RSS of the service and how many calls it refused.
+//
+//   node scripts/peak-memory.js 256 --burst 6
 const { spawn } = require('node:child_process');
 const fs = require('node:fs');
 const http = require('node:http');
@@ -16,7 +21,10 @@ const core = require('../src/core');
 const proto = require('../src/proto');
 
 const MIB = 1024 * 1024;
-const SIZE = Number(process.argv[2] || 64) * MIB;
+const args = process.argv.slice(2);
+const burstAt = args.indexOf('--burst');
+const BURST = burstAt === -1 ? 0 : Number(args.splice(burstAt, 2)[1]);
+const SIZE = Number(args[0] || 64) * MIB;
 
 function freePort() {
   return new Promise((resolve) => {
@@ -70,7 +78,12 @@ function unary(port, method, request) {
   });
 }
 
-const blob = (size) => Buffer.from(core.payload(size)).reverse();
+const blobs = new Map();
+// One blob per size, shared by a burst's calls: only the service's memory is measured.
+const blob = (size) => {
+  if (!blobs.has(size)) blobs.set(size, Buffer.from(core.payload(size)).reverse());
+  return blobs.get(size);
+};
 const PATHS = {
   'rest upload': ['rest', (p, size) => rest(p, 'POST', '/v1/blobs', blob(size))],
   'rest upload_json': ['rest', (p, size) => rest(p, 'POST', '/v1/blobs/json', JSON.stringify({ data: blob(size).toString('base64') }))],
@@ -80,7 +93,29 @@ const PATHS = {
   'grpc Download': ['grpc', (p, size) => unary(p, 'Download', { size })],
 };
 
+/** ``BURST`` calls of ``transfer`` at once against a fresh service: its peak RSS, the refusals. */
+async function burst(name, protocol, transfer) {
+  const { child, port } = await service(protocol);
+  try {
+    await transfer(port, 1024);
+    const before = hwm(child.pid);
+    const calls = await Promise.allSettled(Array.from({ length: BURST }, () => transfer(port, SIZE)));
+    const peak = hwm(child.pid);
+    const refused = calls.filter((c) => c.status === 'rejected' && c.reason.code === grpc.status.RESOURCE_EXHAUSTED).length;
+    const failed = calls.filter((c) => c.status === 'rejected').length - refused;
+    console.log(`${name.padEnd(20)} peak ${(peak / MIB).toFixed(0).padStart(5)} MiB (+${((peak - before) / MIB).toFixed(0)})  ` +
+      `${BURST - refused - failed} served, ${refused} refused RESOURCE_EXHAUSTED${failed ? `, ${failed} failed otherwise` : ''}`);
+  } finally {
+    child.kill('SIGTERM');
+  }
+}
+
 async function main() {
+  if (BURST) {
+    console.log(`${BURST} one-message transfers of ${SIZE / MIB} MiB at once per path, default budget, node ${process.version}`);
+    for (const name of ['grpc Upload', 'grpc Download']) await burst(name, ...PATHS[name]);
+    return;
+  }
   console.log(`one transfer of ${SIZE / MIB} MiB per path, node ${process.version}`);
   for (const [name, [protocol, transfer]] of Object.entries(PATHS)) {
     const { child, port } = await service(protocol);

@@ -47,4 +47,24 @@ class PayloadBudget {
   }
 }
 
-module.exports = { Overloaded, PayloadBudget };
+/** What one call holds of ``budget``: ``upTo(n)`` raises the hold to n bytes (or throws
+ * Overloaded, holding what it held), ``release()`` gives it all back, however often called. */
+class Hold {
+  constructor(budget) {
+    this.budget = budget;
+    this.bytes = 0;
+  }
+
+  upTo(nbytes) {
+    if (nbytes <= this.bytes) return;
+    this.budget.acquire(nbytes - this.bytes);
+    this.bytes = nbytes;
+  }
+
+  release() {
+    this.budget.release(this.bytes);
+    this.bytes = 0;
+  }
+}
+
+module.exports = { Hold, Overloaded, PayloadBudget };

@@ -6,6 +6,7 @@
 const test = require('node:test');
 const assert = require('node:assert/strict');
 const http = require('node:http');
+const http2 = require('node:http2');
 const grpc = require('@grpc/grpc-js');
 const core = require('../src/core');
 const proto = require('../src/proto');
@@ -129,4 +130,62 @@ test('gRPC: Upload and Download admitted under the budget, RESOURCE_EXHAUSTED wi
   assert.equal(await requests('upload', 'ok', 'OK'), 1);
   assert.equal(await sample(metrics, 'wirelab_server_payload_in_flight_bytes', { protocol: 'grpc' }), 0);
   assert.equal(server.budget.inUse, 0);
+});
+
+test('gRPC: an Upload holds the budget from its message\'s first bytes until its status, so concurrent uploads overlap in it', async (t) => {
+  const metrics = new ServerMetrics('grpc', 'event_loop');
+  const server = createGrpcServer(settings, metrics);
+  const port = await bind(server, '127.0.0.1', 0);
+  const WireLab = grpc.loadPackageDefinition(proto.load()).wirelab.v1.WireLab;
+  const client = new WireLab(`127.0.0.1:${port}`, grpc.credentials.createInsecure());
+  const session = http2.connect(`http://127.0.0.1:${port}`);
+  t.after(async () => {
+    client.close();
+    session.close();
+    await server.drain(1);
+  });
+  const requests = (kind, outcome, code) => sample(metrics, 'wirelab_server_requests_total', { protocol: 'grpc', kind, outcome, code });
+  // An Upload of a 20,000-byte blob sent by hand: its prefix and a first piece, the rest held.
+  const blob = proto.encoderOf('Blob')({ data: Buffer.alloc(20000, 7) });
+  const prefix = Buffer.alloc(5);
+  prefix.writeUInt32BE(blob.length, 1);
+  const held = session.request({
+    ':method': 'POST', ':path': '/wirelab.v1.WireLab/Upload', 'content-type': 'application/grpc', te: 'trailers',
+  });
+  const trailers = new Promise((resolve) => held.on('trailers', resolve));
+  held.resume();
+  held.write(Buffer.concat([prefix, blob.subarray(0, 1000)]));
+  // Charged 4x its declared length while the message is still arriving.
+  assert.equal(await eventually(() => server.budget.inUse, blob.length * 4), blob.length * 4);
+  const refused = await new Promise((resolve) => client.Upload({ data: Buffer.alloc(10000) }, (err) => resolve(err)));
+  assert.equal(refused.code, grpc.status.RESOURCE_EXHAUSTED);
+  assert.match(refused.details, /^payload budget exhausted: /);
+  assert.deepEqual(refused.metadata.get('grpc-retry-pushback-ms'), ['1000']);
+  assert.equal(await eventually(() => requests('upload', 'client_error', 'RESOURCE_EXHAUSTED'), 1), 1);
+  held.end(blob.subarray(1000));
+  assert.equal((await trailers)['grpc-status'], '0');
+  assert.equal(await eventually(() => server.budget.inUse, 0), 0);
+  assert.equal(await eventually(() => requests('upload', 'ok', 'OK'), 1), 1);
+
+  // A message declared past the budget is refused on its first bytes, the rest never read.
+  const big = session.request({
+    ':method': 'POST', ':path': '/wirelab.v1.WireLab/Upload', 'content-type': 'application/grpc', te: 'trailers',
+  });
+  const bigTrailers = new Promise((resolve) => big.on('response', resolve));
+  big.resume();
+  const bigPrefix = Buffer.alloc(5);
+  bigPrefix.writeUInt32BE(60000, 1);
+  big.write(bigPrefix);
+  assert.equal((await bigTrailers)['grpc-status'], String(grpc.status.RESOURCE_EXHAUSTED));
+  assert.equal(await eventually(() => requests('upload', 'client_error', 'RESOURCE_EXHAUSTED'), 2), 2);
+  big.close();
+  // A cancelled upload gives its hold back.
+  const cancelled = session.request({
+    ':method': 'POST', ':path': '/wirelab.v1.WireLab/Upload', 'content-type': 'application/grpc', te: 'trailers',
+  });
+  cancelled.on('error', () => {});
+  cancelled.write(Buffer.concat([prefix, blob.subarray(0, 1000)]));
+  assert.equal(await eventually(() => server.budget.inUse, blob.length * 4), blob.length * 4);
+  cancelled.close(http2.constants.NGHTTP2_CANCEL);
+  assert.equal(await eventually(() => server.budget.inUse, 0), 0);
 });

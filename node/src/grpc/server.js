@@ -6,13 +6,15 @@
 // rpc/intake.py does: grpc-js answers a request that does not parse with INTERNAL, uncounted, where
 // the contract wants INVALID_ARGUMENT; and the metrics count protobuf bytes without encoding twice.
 // One-message Upload and Download calls hold their peak memory in the payload budget, as
-// rpc/intake.py does: past it RESOURCE_EXHAUSTED with grpc-retry-pushback-ms.
+// rpc/intake.py does: past it RESOURCE_EXHAUSTED with grpc-retry-pushback-ms. The hold lasts as
+// long as the call holds the message (see payloadHolds).
+const http2 = require('node:http2');
 const grpc = require('@grpc/grpc-js');
 const { HealthImplementation, protoPath: HEALTH_PROTO } = require('grpc-health-check');
 const protoLoader = require('@grpc/proto-loader');
 const { ReflectionService } = require('@grpc/reflection');
 const core = require('../core');
-const { Overloaded, PayloadBudget } = require('../admission');
+const { Hold, Overloaded, PayloadBudget } = require('../admission');
 const contract = require('../contract');
 const { startCall } = require('../metrics');
 const { writeDrained } = require('../drain');
@@ -108,7 +110,8 @@ function behaviours(methods, limits, relay) {
       const answer = await relay.order({ raw, decoded: r }, own, r.work_ms, remaining(call));
       return Buffer.isBuffer(answer) ? answer : encode.ProcessOrder(answer);
     },
-    // (raw request, admit) -> reply: ``admit(n)`` holds n bytes of the budget until the call ends.
+    // (raw request, admit) -> reply: ``admit(n)`` holds n bytes of the budget until the call ends
+    // (what payloadHolds took from the message's declared length already counts).
     async Upload(raw, admit) {
       admit(raw.length * UPLOAD_HOLDS); // before decoding: a refused upload is never decoded
       const d = core.hashBlob(decode.Upload(raw).data, limits);
@@ -160,9 +163,68 @@ function finishWith(measured, exc) {
   measured.finish(contract.grpcOutcome(name), name);
 }
 
+const WIRELAB_PATH = `/${proto.SERVICE}/`;
+const UPLOAD_PATH = `${WIRELAB_PATH}Upload`;
+// A gRPC message's 5-byte prefix: a compressed flag, then its length (uint32, big-endian).
+const PREFIX = 5;
+
+/**
+ * A grpc-js server interceptor holding the payload budget for each unary call as long as the
+ * call holds its message. grpc-js reads a unary request whole before the handler runs, and
+ * hands the reply over before the status is sent: charged inside the handler (as before), one
+ * call's reserve, hash and release were one synchronous step, so six concurrent 256 MiB uploads
+ * were all received at once (1.9 GiB) while the budget never held more than one of them.
+ *
+ * An `Upload` is charged from its message's first bytes: the length its prefix declares (read
+ * off the HTTP/2 stream, beside grpc-js's own reader: grpc-js has no public hook before the
+ * whole message), times UPLOAD_HOLDS. Past the budget it is refused at once and counted; grpc-js
+ * then drops the rest of the message as it arrives. Every hold (that one, a handler's admit)
+ * ends when the call's status is sent or the call is cancelled. The handler finds the call's
+ * hold by its request metadata (``holds``).
+ */
+function payloadHolds(budget, metrics, holds) {
+  return (method, next) => {
+    if (method.requestStream || method.responseStream || !method.path.startsWith(WIRELAB_PATH)) return next;
+    const hold = new Hold(budget);
+    if (method.path === UPLOAD_PATH && next.stream && typeof next.stream.prependListener === 'function') {
+      const stream = next.stream;
+      let head = Buffer.alloc(0);
+      const read = (piece) => {
+        head = Buffer.concat([head, piece.subarray(0, PREFIX - head.length)]);
+        if (head.length < PREFIX) return;
+        stream.removeListener('data', read);
+        try {
+          hold.upTo(head.readUInt32BE(1) * UPLOAD_HOLDS);
+        } catch (exc) {
+          const refused = refusal(exc);
+          next.sendStatus({ code: refused.code, details: refused.details, metadata: refused.metadata });
+          // The answer is whole: RST_STREAM NO_ERROR asks the client to stop sending the rest
+          // (RFC 9113 section 8.1), which grpc-js would otherwise receive only to drop it.
+          stream.close(http2.constants.NGHTTP2_NO_ERROR);
+          finishWith(startCall(metrics, 'upload'), refused);
+        }
+      };
+      stream.prependListener('data', read);
+    }
+    return new grpc.ServerInterceptingCall(next, {
+      start: (go) => go({
+        onReceiveMetadata: (metadata, pass) => {
+          holds.set(metadata, hold);
+          pass(metadata);
+        },
+        onCancel: () => hold.release(),
+      }),
+      sendStatus: (status, pass) => {
+        hold.release();
+        pass(status);
+      },
+    });
+  };
+}
+
 /** grpc-js handlers (raw bytes in and out) around ``b``, each call measured into ``metrics``,
- * the one-message ones admitted into ``budget``. */
-function handlers(b, metrics, budget) {
+ * the one-message ones admitted into the payload budget through the call's hold in ``holds``. */
+function handlers(b, metrics, holds) {
   const start = (name) => startCall(metrics, KIND_OF[name]);
   // grpc-js reports a call past its deadline as cancelled too; the contract counts it a timeout.
   // Usually the client's own deadline cancels the call first (RST_STREAM), a little before the
@@ -179,13 +241,11 @@ function handlers(b, metrics, budget) {
     const measured = start(name);
     cancelled(call, measured);
     measured.received(call.request.length);
-    let held = 0;
-    const admit = (nbytes) => {
-      budget.acquire(nbytes);
-      held += nbytes;
-    };
+    // The call's hold, which payloadHolds gives back when the status is sent (after the reply
+    // has been written) or the call is cancelled.
+    const hold = holds.get(call.metadata);
     try {
-      const reply = await b[name](call.request, admit, call);
+      const reply = await b[name](call.request, (nbytes) => hold.upTo(nbytes), call);
       measured.sent(reply.length);
       callback(null, reply);
       measured.finish('ok', 'OK');
@@ -193,10 +253,6 @@ function handlers(b, metrics, budget) {
       const refused = refusal(exc);
       callback({ code: refused.code, details: refused.details, metadata: refused.metadata });
       finishWith(measured, refused);
-    } finally {
-      // grpc-js tells a handler nothing once the reply has been written (rpc/intake.py releases
-      // in the RPC's done callback): the hold ends as the reply is handed to grpc-js.
-      budget.release(held);
     }
   };
   const serverStream = (name) => async (call) => {
@@ -335,11 +391,14 @@ function createGrpcServer(settings, metrics, relay = null) {
   const methods = packageDefinition[proto.SERVICE];
   // Room for the protobuf framing around the largest blob (settings.py's grpc_max_message_bytes).
   const maxMessage = settings.limits.maxPayloadBytes + 1024 * 1024;
+  // Request metadata -> the call's hold of the budget (payloadHolds).
+  const holds = new WeakMap();
   const server = new grpc.Server({
     'grpc.max_receive_message_length': maxMessage,
     'grpc.max_send_message_length': maxMessage,
+    interceptors: [payloadHolds(budget, metrics, holds)],
   });
-  const table = handlers(behaviours(methods, settings.limits, relay), metrics, budget);
+  const table = handlers(behaviours(methods, settings.limits, relay), metrics, holds);
   server.addService(rawDefinition(methods), capped(table, settings.grpcMaxConcurrentCalls, metrics));
   const health = new HealthImplementation(Object.fromEntries(HEALTH_NAMES.map((n) => [n, 'SERVING'])));
   health.addToServer(server);
