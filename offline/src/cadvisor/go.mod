@@ -2,10 +2,10 @@ module wirelab.local/cadvisor
 
 go 1.25.0
 
-// The cmd module of cAdvisor (its main package) is not on the Go module proxy, nor is the lib
-// module of the pinned v0.60.3: v0.60.5 is the nearest release whose library it serves. The root
-// module requires lib v0.0.0 with a replace to ./lib, which a dependent module cannot see:
-// pin lib here for every version asked.
+// cAdvisor at the release compose.yaml pins, from its library: the cmd module (its main package)
+// is not on the Go module proxy, the lib module is (from v0.60.5). The root module requires lib
+// v0.0.0 with a replace to ./lib, which a dependent module cannot see: lib is pinned here for
+// every version asked.
 replace github.com/google/cadvisor/lib => github.com/google/cadvisor/lib v0.60.5
 
 require (
