@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import math
 import statistics
 import tomllib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,12 +19,15 @@ from wirelab_bench.intervals import (
     from_samples,
     median_interval,
     per_second_ok,
+    t_interval,
 )
 from wirelab_bench.scenario import COMPARISON, PIPELINE_CHECK
 
 # A condition is one generator's: Locust's and wirelab-loadgen's timings never mix.
 CONDITION = ["generator", "load", "payload_bytes"]
 PER_SECOND = f"from each window's per-second successful calls, {WITHIN_RUN}"
+# The arms of the HTTP/2 split, in the order its ratios chain: 1.1 -> h2c -> gRPC.
+HTTP2_ARMS = ("rest", "rest-h2c", "grpc")
 FROM_HISTOGRAMS = f"from each window's latency histogram, {WITHIN_RUN}"
 
 
@@ -229,3 +233,38 @@ def confirmed_orders(high: pd.DataFrame, run_dir: Path, study: float, study_amqp
             f"{ok['amqp']:.0f} orders confirmed per window."
         )
     return text
+
+
+def http2_split(unary: pd.DataFrame, names: Mapping[str, str]) -> list[str]:
+    """Per generator and load where REST over 1.1, REST over h2c and gRPC all ran, the mean
+    latency's three ratios with their intervals across repetitions, and which of HTTP/2 alone
+    (h2c / 1.1) and protobuf with gRPC's stack (gRPC / h2c) moves it more: the larger change in
+    either direction, by a t interval on the repetitions' |log h2c/1.1| - |log gRPC/h2c|."""
+    out = []
+    for (generator, load), part in unary.groupby(["generator", "load"]):
+        arms = [_per_rep(part[part.protocol == p], "client_mean_ms") for p in HTTP2_ARMS]
+        if not all(arms):
+            continue
+        rest, h2c, grpc = arms
+        who = f"{names.get(str(generator), generator)}, load {load}"
+        alone, stack = across_repetitions(rest, h2c), across_repetitions(h2c, grpc)
+        whole = across_repetitions(rest, grpc)
+        reps = sorted(set(rest) & set(h2c) & set(grpc))
+        if alone is None or stack is None or whole is None:
+            why = "one repetition" if len(reps) < 2 else "figures missing in some repetitions"
+            out.append(f"{who}: {why}, so no interval and no split of the mean latency is "
+                       "stated (the table above has the point ratios).")  # fmt: skip
+            continue
+        gap = [abs(math.log(h2c[r] / rest[r])) - abs(math.log(grpc[r] / h2c[r])) for r in reps]
+        mean, half = t_interval(gap)
+        bigger = (
+            "HTTP/2 itself moves it more" if mean - half > 0
+            else "protobuf with gRPC's stack moves it more" if mean + half < 0
+            else "neither moves it distinguishably more"
+        )  # fmt: skip
+        out.append(
+            f"{who}: mean latency times {alone.text()} from HTTP/2 alone, times {stack.text()} "
+            f"from protobuf and gRPC's stack (times {whole.text()} in all; 95 % intervals "
+            f"{alone.basis}): {bigger}."
+        )
+    return out

@@ -45,11 +45,16 @@ def across_repetitions(rest: Mapping[int, float], grpc: Mapping[int, float]) -> 
     ]
     if len(logs) < 2:
         return None
-    mean = sum(logs) / len(logs)
-    sd = math.sqrt(sum((x - mean) ** 2 for x in logs) / (len(logs) - 1))
-    half = float(stats.t.ppf(0.975, len(logs) - 1)) * sd / math.sqrt(len(logs))
+    mean, half = t_interval(logs)
     basis = f"across {len(logs)} repetitions"
     return Ratio(math.exp(mean), math.exp(mean - half), math.exp(mean + half), basis)
+
+
+def t_interval(values: Sequence[float]) -> tuple[float, float]:
+    """The mean of two or more values and the half-width of its 95 % Student's t interval."""
+    mean = sum(values) / len(values)
+    sd = math.sqrt(sum((x - mean) ** 2 for x in values) / (len(values) - 1))
+    return mean, float(stats.t.ppf(0.975, len(values) - 1)) * sd / math.sqrt(len(values))
 
 
 def from_samples(

@@ -12,6 +12,7 @@ import pytest
 from wirelab_bench.conclusions import (
     compare_kind,
     confirmed_orders,
+    http2_split,
     pipeline_verdict,
     purpose,
     stated,
@@ -256,3 +257,28 @@ def test_an_arm_that_confirmed_nothing_gets_no_ratio(tmp_path: Path) -> None:
     assert "REST confirmed none, so there is no finite ratio" in text and "inf" not in text
     # One repetition, no per-second history: the AMQP arm's lead is not stated either.
     assert "*And 2.02x the AMQP arm's*: here that gRPC confirms more cannot be checked" in text
+
+
+def http2_cells(means: list[tuple[float, float, float]]) -> pd.DataFrame:
+    """Unary cells of REST over 1.1, REST over h2c and gRPC at one load, a repetition a tuple."""
+    rows = []
+    for rep, arms in enumerate(means):
+        for protocol, mean in zip(("rest", "rest-h2c", "grpc"), arms, strict=True):
+            rows.append(cell(protocol, 100.0, rep, generator="loadgen", client_mean_ms=mean))
+    return pd.DataFrame(rows)
+
+
+def test_the_http2_split_names_the_larger_effect_only_with_an_interval() -> None:
+    names = {"loadgen": "wirelab-loadgen (precise)"}
+    # h2c halves the latency every time; gRPC's stack takes off a tenth: HTTP/2 is the larger.
+    clear = http2_split(http2_cells([(2.0, 1.0, 0.9), (2.1, 1.0, 0.91), (1.9, 1.0, 0.89)]), names)
+    assert clear[0].startswith("wirelab-loadgen (precise), load u10: mean latency times 0.50 [")
+    assert "95 % intervals across 3 repetitions): HTTP/2 itself moves it more." in clear[0]
+    # Which is larger changes from repetition to repetition: neither is said to be.
+    mixed = http2_split(http2_cells([(2.0, 1.0, 0.5), (1.2, 1.0, 0.9), (2.0, 1.0, 0.6)]), names)
+    assert mixed[0].endswith("neither moves it distinguishably more.")
+    one = http2_split(http2_cells([(2.0, 1.0, 0.9)]), names)
+    assert one == [
+        "wirelab-loadgen (precise), load u10: one repetition, so no interval and no split of the"
+        " mean latency is stated (the table above has the point ratios)."
+    ]

@@ -28,7 +28,10 @@ BOUNDS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, float("inf"))
 def client_snapshot(protocol: str, kind: str, calls: float, median_s: float) -> Snapshot:
     """What the runner reads from the generator's exporter over a window, as test_tidy builds it."""
     labels = {"job": "locust", "protocol": protocol, "kind": kind, "outcome": "ok"}
-    samples = [("wirelab_client_requests_total", labels, calls)]
+    samples = [
+        ("wirelab_client_requests_total", labels, calls),
+        ("wirelab_client_request_duration_seconds_sum", labels, calls * median_s),
+    ]
     for le in BOUNDS:
         share = 1.0 if le >= 2 * median_s else 0.5 if le >= median_s else 0.0
         bucket = {**labels, "le": "+Inf" if le == float("inf") else str(le)}
