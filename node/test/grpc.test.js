@@ -173,3 +173,25 @@ test('reflection lists WireLab and health, so ghz and grpcurl need no --proto', 
   assert.ok(names.includes(proto.SERVICE), names.join());
   assert.ok(names.includes('grpc.health.v1.Health'), names.join());
 });
+
+test('metadata past 16 KiB is refused RESOURCE_EXHAUSTED before any handler, as grpcio refuses it', async () => {
+  const ok = new grpc.Metadata();
+  ok.set('x-small', 'a'.repeat(8000));
+  const big = new grpc.Metadata();
+  big.set('x-big', 'a'.repeat(20000));
+  const call = (metadata) => new Promise((resolve) => client.ProcessOrder({}, metadata, (err) => resolve(err ? err.code : grpc.status.OK)));
+  assert.equal(await call(ok), grpc.status.OK);
+  assert.equal(await call(big), grpc.status.RESOURCE_EXHAUSTED);
+});
+
+test('a string field that is not UTF-8 is INVALID_ARGUMENT, counted', async () => {
+  const before = await requests('unary', 'client_error', 'INVALID_ARGUMENT');
+  const raw = new grpc.Client(channel.getTarget(), grpc.credentials.createInsecure());
+  const err = await new Promise((resolve) => {
+    raw.makeUnaryRequest('/wirelab.v1.WireLab/ProcessOrder', (b) => b, (b) => b, Buffer.from('0a040a02fffe', 'hex'), (e) => resolve(e));
+  });
+  raw.close();
+  assert.equal(err.code, grpc.status.INVALID_ARGUMENT);
+  assert.match(err.details, /not valid for encoding utf-8/);
+  assert.equal(await eventually(() => requests('unary', 'client_error', 'INVALID_ARGUMENT'), before + 1), before + 1);
+});

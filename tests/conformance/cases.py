@@ -267,6 +267,20 @@ CASES: list[Case] = [
         "OK",
         counted("bidi", "OK"),
     ),
+    # Item 4: metadata past grpcio's hard limit (16 KiB) is refused at once, before any handler
+    # (so neither runtime counts it). Node took up to 64 KiB, and past that failed the connection.
+    Case(
+        "grpc-metadata-one-value-over-16k",
+        Grpc("ProcessOrder", metadata=(("x-big", "a" * 20_000),)),
+        "RESOURCE_EXHAUSTED",
+        {},
+    ),
+    Case(
+        "grpc-metadata-many-values-over-16k",
+        Grpc("ProcessOrder", metadata=tuple((f"x-m{i}", "a" * 1000) for i in range(40))),
+        "RESOURCE_EXHAUSTED",
+        {},
+    ),
     Case(
         "grpc-stream-count-over-limit",
         Grpc("StreamMessages", (pb.StreamRequest(count=10**9).SerializeToString(),)),

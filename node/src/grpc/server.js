@@ -34,6 +34,9 @@ const HEALTH_NAMES = ['', proto.SERVICE, 'grpc.health.v1.Health'];
 // transfer per path, the peak RSS it adds) read 2.00-2.01x for Upload and 3.00-3.01x for Download.
 const UPLOAD_HOLDS = 4;
 const DOWNLOAD_HOLDS = 3;
+// grpcio's hard limit on a request's metadata (its grpc.max_metadata_size, 8 KiB soft, of which
+// grpcio refuses some calls at random on the way to twice that).
+const MAX_METADATA_BYTES = 16 * 1024;
 // Trailing metadata of a refusal for load, gRPC's counterpart of REST's Retry-After.
 const PUSHBACK = 'grpc-retry-pushback-ms';
 
@@ -398,6 +401,11 @@ function createGrpcServer(settings, metrics, relay = null) {
     'grpc.max_send_message_length': maxMessage,
     interceptors: [payloadHolds(budget, metrics, holds)],
   });
+  // Request metadata past grpcio's hard limit (16 KiB) is refused as grpcio refuses it: HTTP/2's
+  // SETTINGS_MAX_HEADER_LIST_SIZE, past which nghttp2 resets the stream (ENHANCE_YOUR_CALM,
+  // RESOURCE_EXHAUSTED to the client). Node's default, 64 KiB, served 20 KB of metadata. grpc-js
+  // takes no option for it: its http2 options are set before it binds (test/grpc.test.js).
+  server.commonServerOptions.settings = { ...server.commonServerOptions.settings, maxHeaderListSize: MAX_METADATA_BYTES };
   const table = handlers(behaviours(methods, settings.limits, relay), metrics, holds);
   server.addService(rawDefinition(methods), capped(table, settings.grpcMaxConcurrentCalls, metrics));
   const health = new HealthImplementation(Object.fromEntries(HEALTH_NAMES.map((n) => [n, 'SERVING'])));
