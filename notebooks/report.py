@@ -36,18 +36,16 @@ from IPython.display import Markdown, display  # type: ignore[attr-defined]
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from wirelab.contract import EDGE_PROTOCOLS, STREAM_KINDS
-from wirelab_bench.compare import ci
-from wirelab_bench.conclusions import (
-    compare_kind,
+from wirelab_bench.claims import (
     confirmed_orders,
     http2_split,
-    latency_ratio,
     pipeline_verdict,
     purpose,
     stated,
-    throughput_ratio,
     verdict,
 )
+from wirelab_bench.compare import ci
+from wirelab_bench.conclusions import compare_kind, latency_ratio, per_rep, throughput_ratio
 from wirelab_bench.intervals import Ratio, across_repetitions
 from wirelab_bench.network import with_links
 from wirelab_bench.perf.openloop import knee as last_on_time
@@ -474,10 +472,6 @@ else:
 # %%
 def sides(frame: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     return frame[frame.protocol == "rest"], frame[frame.protocol == "grpc"]
-
-
-def per_rep(frame: pd.DataFrame, column: str, how: str = "mean") -> dict[int, float]:
-    return {int(r): float(v) for r, v in frame.groupby("repetition")[column].agg(how).items()}
 
 
 def claims() -> list[str]:

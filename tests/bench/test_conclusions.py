@@ -9,16 +9,15 @@ from typing import Any
 
 import pandas as pd
 import pytest
-from wirelab_bench.conclusions import (
-    compare_kind,
+from wirelab_bench.claims import (
     confirmed_orders,
     http2_split,
     pipeline_verdict,
     purpose,
     stated,
-    throughput_ratio,
     verdict,
 )
+from wirelab_bench.conclusions import compare_kind, throughput_ratio
 from wirelab_bench.intervals import (
     across_repetitions,
     from_intervals,
