@@ -195,3 +195,7 @@ test('a string field that is not UTF-8 is INVALID_ARGUMENT, counted', async () =
   assert.match(err.details, /not valid for encoding utf-8/);
   assert.equal(await eventually(() => requests('unary', 'client_error', 'INVALID_ARGUMENT'), before + 1), before + 1);
 });
+
+test('a uint64 size past 2^53 is quoted exactly in its refusal', async () => {
+  await assert.rejects(unary('Download', { size: '9007199254740993' }), (e) => code('RESOURCE_EXHAUSTED')(e) && /^size=9007199254740993 is over the limit/.test(e.details));
+});

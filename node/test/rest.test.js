@@ -180,7 +180,7 @@ test('health, unknown paths and methods', async () => {
   assert.deepEqual(json(missing), { detail: 'Not Found' });
   const wrong = await call('DELETE', '/v1/blobs');
   assert.equal(wrong.status, 405);
-  assert.equal(wrong.headers.allow, 'GET, HEAD, POST');
+  assert.equal(wrong.headers.allow, 'GET, POST');
   assert.ok(await requests('other', 'client_error', '404') >= 1);
   assert.ok(await requests('other', 'client_error', '405') >= 1);
 });
@@ -258,4 +258,25 @@ test('with metrics off (WIRELAB_METRICS=off) the routes serve the same and nothi
   } finally {
     await bare.drain(1);
   }
+});
+
+test('query integers by pydantic\'s lax rule, the last of several, quoted exactly past 2^53', async () => {
+  for (const [query, status] of [['count=1.0', 200], ['count=1_0', 200], ['count=%201%20', 200], ['count=1.', 422], ['count=1e0', 422], ['count=', 422], ['count=0&count=1000000000', 413], ['count=1000000000&count=0', 200]]) {
+    assert.equal((await call('GET', `/v1/stream?${query}`)).status, status, query);
+  }
+  assert.equal((await call('GET', '/v1/stream?count=1_0&size=1')).body.toString().split('\n').length - 1, 10);
+  const big = await call('GET', '/v1/blobs?size=9007199254740993');
+  assert.equal(big.status, 413);
+  assert.match(json(big).detail, /^size=9007199254740993 is over the limit/);
+  assert.match(json(await call('GET', '/v1/stream?count=-99999999999999999999')).detail, /^count must not be negative \(got -99999999999999999999\)/);
+});
+
+test('HEAD is 405 like any method a path does not serve; a route with trailing slashes is redirected, 307', async () => {
+  const head = await call('HEAD', '/v1/blobs?size=1');
+  assert.equal(head.status, 405);
+  assert.equal(head.headers.allow, 'GET, POST');
+  const slash = await call('POST', '/v1/orders/?x=1', '{}', { host: 'lab:8000' });
+  assert.equal(slash.status, 307);
+  assert.equal(slash.headers.location, 'http://lab:8000/v1/orders?x=1');
+  assert.equal((await call('GET', '/nope/')).status, 404);
 });

@@ -120,8 +120,10 @@ function behaviours(methods, limits, relay) {
       const d = core.hashBlob(decode.Upload(raw).data, limits);
       return encode.Upload({ size: String(d.size), sha256: d.sha256 });
     },
+    // A uint64 size arrives as a decimal string: checked as a BigInt, so a refusal quotes it
+    // exactly (Number rounds past 2^53), and used as the Number it then safely is.
     async Download(raw, admit) {
-      const size = core.checkBlobSize(Number(decode.Download(raw).size), limits);
+      const size = Number(core.checkBlobSize(BigInt(decode.Download(raw).size), limits));
       admit(size * DOWNLOAD_HOLDS);
       return encode.Download({ data: core.payload(size), size: String(size), sha256: core.digest(size) });
     },
@@ -135,7 +137,7 @@ function behaviours(methods, limits, relay) {
     },
     async *DownloadStream(raw, call) {
       const r = decode.DownloadStream(raw);
-      const size = core.checkBlobSize(Number(r.size), limits);
+      const size = Number(core.checkBlobSize(BigInt(r.size), limits));
       const step = core.checkChunkSize(r.chunk_size, limits);
       // Size and SHA-256 travel first, in initial metadata (the proto's comment).
       const metadata = new grpc.Metadata();

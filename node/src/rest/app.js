@@ -78,6 +78,13 @@ const B64_PIECE = 3 * 16 * 1024;
 // Close codes the server sends for bad ping frames, as the HTTP status they stand for.
 const CLOSE_STATUS = new Map([[1000, 101], [1007, 400], [1008, 400], [1009, 413], [1011, 500]]);
 const CLEAN_CLIENT_CLOSE = new Set([1000, 1001, 1005]);
+const DEPARTED = new Set(['ECONNRESET', 'HPE_INVALID_EOF_STATE']);
+// Requests Node's parser refuses, answered as Node's own clientError handler answers them.
+const CLIENT_ERRORS = {
+  HPE_HEADER_OVERFLOW: [431, 'Request Header Fields Too Large'],
+  HPE_CHUNK_EXTENSIONS_OVERFLOW: [413, 'Payload Too Large'],
+  ERR_HTTP_REQUEST_TIMEOUT: [408, 'Request Timeout'],
+};
 
 class HttpError extends Error {
   constructor(status, detail, headers = {}) {
@@ -530,16 +537,25 @@ function createRestServer(settings, metrics, relay = null) {
         active += 1;
         capped = true;
       }
-      // HEAD is served as GET (Node sends no body) and counted as "other", as Starlette does.
-      const handler = handlers[kind] ||
-        (req.method === 'HEAD' ? handlers[KINDS.get(`GET ${url.path}`)] : undefined);
+      // Only the contract's methods are served: HEAD is 405 too, as FastAPI's routes answer it.
+      const handler = handlers[kind];
       if (handler === undefined) {
         const allowed = PATHS.get(url.path);
-        if (allowed === undefined) throw new HttpError(404, 'Not Found');
-        const methods = new Set([...allowed, ...(allowed.includes('GET') ? ['HEAD'] : [])]);
-        throw new HttpError(405, 'Method Not Allowed', { allow: [...methods].sort().join(', ') });
+        if (allowed !== undefined) throw new HttpError(405, 'Method Not Allowed', { allow: [...allowed].sort().join(', ') });
+        // A route's path with trailing slashes is redirected to it, whatever the method, as
+        // Starlette's redirect_slashes does (307 keeps the method and the body).
+        const bare = url.path.replace(/\/+$/, '');
+        if (bare !== url.path && bare !== '' && (PATHS.has(bare) || bare === '/healthz')) {
+          const host = req.headers.host || `${req.socket.localAddress}:${req.socket.localPort}`;
+          const at = req.url.indexOf('?');
+          const query = at === -1 || at === req.url.length - 1 ? '' : req.url.slice(at);
+          res.writeHead(307, { location: `http://${host}${bare}${query}`, 'content-length': 0 });
+          res.end();
+          return;
+        }
+        throw new HttpError(404, 'Not Found');
       }
-      if (req.method === 'GET' || req.method === 'HEAD') {
+      if (req.method === 'GET') {
         req.on('data', (piece) => call.received(piece.length, 0)).resume();
       }
       await handler(req, res, url.query, call, admit);
@@ -547,6 +563,21 @@ function createRestServer(settings, metrics, relay = null) {
       answerError(req, res, exc);
     }
   }
+  // A request Node's parser refuses before any handler (headers or URL past the limit, bad
+  // framing, headers too slow) is answered as Node would answer it, and counted as kind "other".
+  server.on('clientError', (err, socket) => {
+    // A request whose call has begun is that call's to count (a client gone mid-body is its
+    // 499): the socket's current response, where Node's own handler looks too.
+    // A client gone before its request was whole (EOF mid-headers) is answered nothing.
+    if (DEPARTED.has(err.code) || !socket.writable || socket._httpMessage) {
+      socket.destroy();
+      return;
+    }
+    const [status, reason] = CLIENT_ERRORS[err.code] || [400, 'Bad Request'];
+    socket.end(`HTTP/1.1 ${status} ${reason}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n`);
+    // A connection that sent nothing made no call (rest/protocol.py counts alike).
+    if (socket.bytesRead > 0) startCall(metrics, contract.OTHER_KIND).finish(contract.httpOutcome(status), String(status));
+  });
   if (settings.restHeaderTimeoutSeconds) server.headersTimeout = settings.restHeaderTimeoutSeconds * 1000;
   // The pings' own limit applies to the decoded payload; a frame may carry its base64 and the JSON.
   const wss = new WebSocketServer({ noServer: true, maxPayload: Math.ceil(settings.limits.maxMessageBytes / 3) * 4 + 1024 });

@@ -102,14 +102,24 @@ function blobUpload(value) {
   return text(o.data, 'data');
 }
 
-/** A query parameter as FastAPI reads an ``int = 0`` argument. */
+// pydantic's integer in a string (lax mode, as FastAPI reads a query parameter): around the
+// whitespace trimmed, a sign, ASCII digits with single underscores between them (Python's int()
+// takes `1_0` as 10), and a fraction of zeros only (`1.0`, `1.00`; not `1.`).
+const LAX_INTEGER = /^[-+]?(\d+(?:_\d+)*)(?:\.0+)?$/;
+
+/** A query parameter as FastAPI reads an ``int = 0`` argument: the last of several (`count=1&
+ * count=2` is 2), by pydantic's lax rule; a Number while it is a safe integer, else a BigInt, so
+ * the words of a refusal quote it exactly. */
 function queryInt(params, name) {
-  const raw = params.get(name);
-  if (raw === null) return 0;
-  if (!/^\s*[-+]?\d+\s*$/.test(raw)) {
+  const all = params.getAll(name);
+  if (all.length === 0) return 0;
+  const raw = all[all.length - 1].trim();
+  const m = LAX_INTEGER.exec(raw);
+  if (m === null) {
     throw new Invalid(`query.${name}`, 'Input should be a valid integer, unable to parse string as an integer');
   }
-  return Number(raw);
+  const value = BigInt(`${raw[0] === '-' ? '-' : ''}${m[1].replace(/_/g, '')}`);
+  return value >= Number.MIN_SAFE_INTEGER && value <= Number.MAX_SAFE_INTEGER ? Number(value) : value;
 }
 
 module.exports = { Invalid, blobUpload, order, orderRequest, queryInt };
