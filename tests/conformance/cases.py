@@ -133,6 +133,27 @@ CASES: list[Case] = [
         counted("unary", 400),
     ),
     Case("unknown-path", get("/nope"), 404, counted("other", 404)),
+    # Limits: refused from the stated length, before a body byte is read.
+    Case(
+        "order-stated-over-limit",
+        Rest(
+            http(
+                "POST",
+                "/v1/orders",
+                b"",
+                (("Content-Type", "application/json"), ("Content-Length", "10000000")),
+            )
+        ),
+        413,
+        counted("unary", 413),
+    ),
+    Case(
+        "blob-stated-over-limit",
+        Rest(http("POST", "/v1/blobs", b"", (("Content-Length", str(2 * 1024 * 1024)),))),
+        413,
+        counted("upload", 413),
+    ),
+    Case("download-over-limit", get("/v1/blobs?size=1048577"), 413, counted("download", 413)),
     # Item 8: one rule for both runtimes on methods, trailing slashes and query integers.
     Case("head-on-get-route", Rest(http("HEAD", "/v1/blobs?size=1")), 405, counted("other", 405)),
     Case("order-trailing-slash", post_json("/v1/orders/", b"{}"), 307, counted("other", 307)),
@@ -312,6 +333,24 @@ CASES: list[Case] = [
         Grpc("ProcessOrder", metadata=tuple((f"x-m{i}", "a" * 1000) for i in range(40))),
         "RESOURCE_EXHAUSTED",
         {},
+    ),
+    Case(
+        "grpc-upload-over-limit",
+        Grpc("Upload", (pb.Blob(data=b"x" * (1024 * 1024 + 1)).SerializeToString(),)),
+        "RESOURCE_EXHAUSTED",
+        counted("upload", "RESOURCE_EXHAUSTED"),
+    ),
+    Case(
+        "grpc-download-over-limit",
+        Grpc("Download", (pb.BlobRequest(size=1024 * 1024 + 1).SerializeToString(),)),
+        "RESOURCE_EXHAUSTED",
+        counted("download", "RESOURCE_EXHAUSTED"),
+    ),
+    Case(
+        "grpc-download-size-past-2^53",
+        Grpc("Download", (pb.BlobRequest(size=2**53 + 1).SerializeToString(),)),
+        "RESOURCE_EXHAUSTED",
+        counted("download", "RESOURCE_EXHAUSTED"),
     ),
     Case(
         "grpc-stream-count-over-limit",
