@@ -94,6 +94,7 @@ class GrpcTarget:
     # return awaitable calls and async iterators.
     stub: Any
     channel: grpc.aio.Channel
+    port: int
 
 
 async def serve_grpc(
@@ -111,7 +112,7 @@ async def serve_grpc(
     limit = config.grpc_max_message_bytes
     options = [("grpc.max_receive_message_length", limit), ("grpc.max_send_message_length", limit)]
     async with grpc.aio.insecure_channel(f"127.0.0.1:{port}", options=options) as channel:
-        yield GrpcTarget(pb_grpc.WireLabStub(channel), channel)
+        yield GrpcTarget(pb_grpc.WireLabStub(channel), channel, port)
     stopped = server.stop(0)
     if mode == "aio":
         await stopped

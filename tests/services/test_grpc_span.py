@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import socket
-import threading
 import time
 from contextvars import ContextVar
 from pathlib import Path
@@ -21,45 +18,12 @@ from wirelab.v1 import wirelab_pb2 as pb
 from wirelab.v1 import wirelab_pb2_grpc as pb_grpc
 
 from tests.services.conftest import idle, value
+from tests.services.proxy import MIB, Proxy
 from tests.services.test_integration import start
 
-MIB = 1024 * 1024
 LARGE = 32 * MIB
-# How long the proxy below holds one direction of a transfer, once its first MiB has passed.
+# How long the proxy holds one direction of a transfer, once its first MiB has passed.
 HOLD_S = 0.5
-
-
-class _HoldingProxy:
-    """A TCP proxy for one connection that, once ``direction`` ("up": client to server, "down":
-    server to client) has carried a MiB, stops carrying it for ``HOLD_S``: a transfer in flight
-    then takes at least that long to finish, whatever the machine's load."""
-
-    def __init__(self, target: int, direction: str) -> None:
-        self.target = target
-        self.direction = direction
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.port = self.listener.getsockname()[1]
-        self.held = threading.Event()
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        client, _ = self.listener.accept()
-        server = socket.create_connection(("127.0.0.1", self.target))
-        for source, sink, direction in ((client, server, "up"), (server, client, "down")):
-            hold = direction == self.direction
-            threading.Thread(target=self._pump, args=(source, sink, hold), daemon=True).start()
-
-    def _pump(self, source: socket.socket, sink: socket.socket, hold: bool) -> None:
-        carried = 0
-        with contextlib.suppress(OSError):
-            while data := source.recv(65536):
-                carried += len(data)
-                if hold and carried >= MIB and not self.held.is_set():
-                    self.held.set()
-                    time.sleep(HOLD_S)
-                sink.sendall(data)
-        with contextlib.suppress(OSError):
-            sink.shutdown(socket.SHUT_WR)
 
 
 @pytest.mark.integration
@@ -80,7 +44,7 @@ def test_one_message_span_covers_the_transfer(
     count = line.replace("_sum{", "_count{")
     limit = 2 * LARGE
     options = [("grpc.max_receive_message_length", limit), ("grpc.max_send_message_length", limit)]
-    proxy = _HoldingProxy(service.port, direction)
+    proxy = Proxy(service.port, direction, hold=HOLD_S)
     try:
         with grpc.insecure_channel(f"127.0.0.1:{proxy.port}", options=options) as channel:
             stub = pb_grpc.WireLabStub(channel)
@@ -94,7 +58,7 @@ def test_one_message_span_covers_the_transfer(
                 assert stub.Upload(pb.Blob(data=core.payload(LARGE))).size == LARGE
             else:
                 assert len(stub.Download(pb.BlobRequest(size=LARGE)).data) == LARGE
-            assert proxy.held.is_set()
+            assert proxy.interrupted.is_set()
             assert service.wait_for(count, 2) == 2
             took = service.metric(line) - before
     finally:

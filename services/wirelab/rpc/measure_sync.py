@@ -12,13 +12,29 @@ import grpc
 from wirelab.contract import OTHER_KIND
 from wirelab.metrics import Call, ServerMetrics
 from wirelab.rpc.kinds import Recorded
-from wirelab.rpc.measure import Handler, MeasuredMethods, rebuild
+from wirelab.rpc.measure import (
+    MISSING,
+    READS_ITS_MESSAGE,
+    Handler,
+    MeasuredMethods,
+    rebuild,
+    request_streamed,
+)
 
 
 def _counted(requests: Iterator[bytes], call: Call) -> Iterator[bytes]:
     for request in requests:  # raw messages: intake.py parses them
         call.received(len(request))
         yield request
+
+
+def _one_message(requests: Iterator[bytes], context: grpc.ServicerContext) -> bytes:
+    """The request of a one-message method, read by its behaviour (measure.request_streamed):
+    grpc.RpcError, or none at all, when it never arrives (see MISSING)."""
+    request = next(requests, None)
+    if request is None:
+        context.abort(grpc.StatusCode.CANCELLED, MISSING)
+    return request
 
 
 def _recorded(call: Call, context: Any) -> Recorded:
@@ -57,25 +73,36 @@ class SyncMeasuredMethods(MeasuredMethods):
         yield b""  # never reached (abort raises); the yield makes this a streaming behaviour
 
     def wrap(self, handler: Handler, kind: str) -> Handler:
-        begin = self.begin
+        start = self.metrics.start
         streaming_in = handler.request_streaming
+        reads = kind in READS_ITS_MESSAGE
         if not handler.response_streaming:
             unary = handler.unary_unary or handler.stream_unary
             assert unary is not None
 
             def one_reply(started: float, request: Any, context: Any) -> Any:
-                call, request = begin(kind, started, request, streaming_in, _counted)
+                call = start(kind, started)
                 with _recorded(call, context):
+                    if streaming_in:
+                        request = _counted(request, call)
+                    else:
+                        if reads:
+                            request = _one_message(request, context)
+                        call.received(len(request))
                     reply = unary(request, context)
                     call.sent(reply.ByteSize())
                 return reply
 
-            return rebuild(handler, one_reply)
+            return (request_streamed if reads else rebuild)(handler, one_reply)
         streaming = handler.unary_stream or handler.stream_stream
         assert streaming is not None
 
         def replies(started: float, request: Any, context: Any) -> Iterator[Any]:
-            call, request = begin(kind, started, request, streaming_in, _counted)
+            call = start(kind, started)
+            if streaming_in:
+                request = _counted(request, call)
+            else:
+                call.received(len(request))
             with _recorded(call, context):
                 for reply in streaming(request, context):
                     size = reply.ByteSize()
