@@ -280,3 +280,22 @@ test('HEAD is 405 like any method a path does not serve; a route with trailing s
   assert.equal(slash.headers.location, 'http://lab:8000/v1/orders?x=1');
   assert.equal((await call('GET', '/nope/')).status, 404);
 });
+
+test('a refused WebSocket handshake is no call: nothing counted, nothing left in flight', async () => {
+  const inFlight = () => sample(metrics, 'wirelab_server_requests_in_flight', { protocol: 'rest', kind: 'bidi' });
+  const before = await inFlight();
+  for (const version of ['8', '13']) {
+    // Version 8 is refused before ws (RFC 6455's 13 only); a 13 without a key by ws itself.
+    const headers = { connection: 'Upgrade', upgrade: 'websocket', 'sec-websocket-version': version };
+    if (version === '8') headers['sec-websocket-key'] = 'dGhlIHNhbXBsZSBub25jZQ==';
+    const status = await new Promise((resolve, reject) => {
+      const req = http.request(`${base}/v1/pingpong`, { headers });
+      req.on('response', (res) => resolve(res.resume().statusCode));
+      req.on('upgrade', () => resolve(101));
+      req.on('error', reject);
+      req.end();
+    });
+    assert.equal(status, 400, version);
+  }
+  assert.equal(await inFlight(), before);
+});

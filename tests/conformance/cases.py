@@ -160,6 +160,26 @@ CASES: list[Case] = [
     Case("stream-trailing-slashes", get("/v1/stream//?count=1"), 307, counted("other", 307)),
     Case("health-trailing-slash", get("/healthz/"), 307, counted("other", 307)),
     Case("root", get("/"), 404, counted("other", 404)),
+    Case("health-not-get", post_json("/healthz", b"{}"), 405, {}),
+    Case("order-absolute-form", post_json("http://x/v1/orders", b"{}"), 200, counted("unary", 200)),
+    Case(
+        "stream-fragment-dropped",
+        get("/v1/stream?count=1000000000#x"),
+        413,
+        counted("server_stream", 413),
+    ),
+    Case("query-int-bom", get("/v1/stream?count=%EF%BB%BF1"), 422, counted("server_stream", 422)),
+    Case(
+        "query-int-nel-trimmed", get("/v1/stream?count=%C2%851"), 200, counted("server_stream", 200)
+    ),
+    # A refused WebSocket handshake is no call (websockets refuses it before Python's app).
+    Case(
+        "websocket-version-8",
+        get("/v1/pingpong", *WEBSOCKET[:2], ("Sec-WebSocket-Version", "8"), WEBSOCKET[3]),
+        400,
+        {},
+    ),
+    Case("websocket-no-key", get("/v1/pingpong", *WEBSOCKET[:3]), 400, {}),
     Case(
         "header-line-malformed",
         Rest(b"GET / HTTP/1.1\r\nHost x\r\n\r\n"),

@@ -383,16 +383,24 @@ function routes(limits, relay) {
   };
 }
 
-/** A request target as uvicorn reads it: the path percent-decoded (UTF-8, bytes that are not
- * replaced) and the query string, never parsed as a URL. `new URL('//[', base)` reads `//[` as
- * an authority and throws, as it does for `//x:99999/`: one such request ended the process. */
+// An absolute-form target's scheme and authority (RFC 9112 section 3.2.2), which uvicorn drops.
+const ABSOLUTE_FORM = /^[A-Za-z][A-Za-z0-9+.-]*:\/\/[^/?]*/;
+
+/** A request target as uvicorn reads it: without a fragment, or the scheme and authority of an
+ * absolute form; the path percent-decoded (UTF-8, bytes that are not replaced), the query
+ * string (``search``, with its `?`) and its parameters, never parsed as a URL. `new URL('//[',
+ * base)` reads `//[` as an authority and throws, as it does for `//x:99999/`: one such request
+ * ended the process. */
 function target(raw) {
-  const at = raw.indexOf('?');
-  const path = at === -1 ? raw : raw.slice(0, at);
+  const hash = raw.indexOf('#');
+  const bare = (hash === -1 ? raw : raw.slice(0, hash)).replace(ABSOLUTE_FORM, '');
+  const at = bare.indexOf('?');
+  const path = at === -1 ? bare : bare.slice(0, at);
   const decoded = path.includes('%')
     ? path.replace(/(?:%[0-9A-Fa-f]{2})+/g, (run) => Buffer.from(run.replace(/%/g, ''), 'hex').toString('utf8'))
     : path;
-  return { path: decoded, query: new URLSearchParams(at === -1 ? '' : raw.slice(at + 1)) };
+  const search = at === -1 || at === bare.length - 1 ? '' : bare.slice(at);
+  return { path: decoded, search, query: new URLSearchParams(search) };
 }
 
 /** Answer ``exc`` with {"detail": ...} unless the response has started (then cut it off). */
@@ -412,10 +420,18 @@ function answerError(req, res, exc) {
   sendJson(res, status, JSON.stringify({ detail }), headers);
 }
 
+/** The ping-pong WebSocket: a session is a call from its handshake on. A refused handshake is
+ * answered 400 by ws and never a call (the Python service's websockets refuses it before the
+ * app): started before the handshake, such a call stayed in flight for good. */
 function pingpong(wss, metrics, limits) {
   return (req, socket, head) => {
-    const call = startCall(metrics, 'bidi');
+    // RFC 6455's version only, as Python's websockets takes it; ws would take hybi-08 too.
+    if (req.headers['sec-websocket-version'] !== '13') {
+      socket.end('HTTP/1.1 400 Bad Request\r\nsec-websocket-version: 13\r\ncontent-length: 0\r\nconnection: close\r\n\r\n');
+      return;
+    }
     wss.handleUpgrade(req, socket, head, (ws) => {
+      const call = startCall(metrics, 'bidi');
       let status = 101;
       let serverClose = 0;
       ws.on('message', (data, isBinary) => {
@@ -473,8 +489,10 @@ function createRestServer(settings, metrics, relay = null) {
   });
   async function serveCall(req, res) {
     const url = target(req.url);
+    // Health is not measured, its 405 neither (as the Python service's).
     if (url.path === '/healthz') {
-      sendJson(res, 200, '{"status":"ok"}');
+      if (req.method === 'GET') sendJson(res, 200, '{"status":"ok"}');
+      else sendJson(res, 405, '{"detail":"Method Not Allowed"}', { allow: 'GET' });
       return;
     }
     const kind = KINDS.get(`${req.method} ${url.path}`) || contract.OTHER_KIND;
@@ -547,9 +565,7 @@ function createRestServer(settings, metrics, relay = null) {
         const bare = url.path.replace(/\/+$/, '');
         if (bare !== url.path && bare !== '' && (PATHS.has(bare) || bare === '/healthz')) {
           const host = req.headers.host || `${req.socket.localAddress}:${req.socket.localPort}`;
-          const at = req.url.indexOf('?');
-          const query = at === -1 || at === req.url.length - 1 ? '' : req.url.slice(at);
-          res.writeHead(307, { location: `http://${host}${bare}${query}`, 'content-length': 0 });
+          res.writeHead(307, { location: `http://${host}${bare}${url.search}`, 'content-length': 0 });
           res.end();
           return;
         }

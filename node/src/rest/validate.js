@@ -106,6 +106,9 @@ function blobUpload(value) {
 // whitespace trimmed, a sign, ASCII digits with single underscores between them (Python's int()
 // takes `1_0` as 10), and a fraction of zeros only (`1.0`, `1.00`; not `1.`).
 const LAX_INTEGER = /^[-+]?(\d+(?:_\d+)*)(?:\.0+)?$/;
+// The whitespace pydantic trims (Rust's, Unicode White_Space): JavaScript's trim() also takes
+// U+FEFF and leaves U+0085.
+const LAX_SPACE = /^[\t\n\v\f\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]+|[\t\n\v\f\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]+$/g;
 
 /** A query parameter as FastAPI reads an ``int = 0`` argument: the last of several (`count=1&
  * count=2` is 2), by pydantic's lax rule; a Number while it is a safe integer, else a BigInt, so
@@ -113,7 +116,7 @@ const LAX_INTEGER = /^[-+]?(\d+(?:_\d+)*)(?:\.0+)?$/;
 function queryInt(params, name) {
   const all = params.getAll(name);
   if (all.length === 0) return 0;
-  const raw = all[all.length - 1].trim();
+  const raw = all[all.length - 1].replace(LAX_SPACE, '');
   const m = LAX_INTEGER.exec(raw);
   if (m === null) {
     throw new Invalid(`query.${name}`, 'Input should be a valid integer, unable to parse string as an integer');
