@@ -1,7 +1,9 @@
-"""Wait until the services a run measures answer their health checks."""
+"""Wait until the services a run measures answer their health checks; name a dead load path."""
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 import time
 
 import grpc
@@ -62,3 +64,40 @@ def wait_healthy(
         if time.monotonic() >= deadline:
             raise TimeoutError("; ".join(problems))
         time.sleep(0.5)
+
+
+def docker_health(project: str, service: str) -> list[str] | None:
+    """Docker's own status of each container of ``service`` in compose ``project`` ("Up 3
+    minutes (healthy)"), checked inside the compose network; None when Docker cannot say."""
+    if shutil.which("docker") is None:
+        return None
+    try:
+        done = subprocess.run(
+            ["docker", "ps", "--filter", f"label=com.docker.compose.project={project}",
+             "--filter", f"label=com.docker.compose.service={service}", "--format", "{{.Status}}"],
+            capture_output=True, text=True, timeout=10, check=True,
+        )  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return [line for line in done.stdout.splitlines() if line] or None
+
+
+def load_path_verdict(problem: str, project: str, services: list[str]) -> str:
+    """``problem`` (a health check that failed from where the load comes from), said as what
+    died: when Docker reports every container of the failing services healthy, the services
+    answer inside the compose network and what stopped is the way to them from here, which
+    for a published port is Docker's userland proxy: it stops for good at its first failed
+    accept (docs/bench.md#a-dead-load-path)."""
+    statuses = {s: docker_health(project, s) for s in services}
+    if not statuses or any(not found for found in statuses.values()):
+        return problem
+    if all("(healthy)" in status for found in statuses.values() if found for status in found):
+        names = ", ".join(statuses)
+        return (
+            f"the load path died: {problem}, while Docker reports {names} healthy inside the "
+            "compose network; a published port's userland proxy (docker-proxy) stops for good "
+            "when an accept fails, as under thousands of connections: recreate the lab "
+            "(make lab-down && make lab), or drive such loads from inside the compose network "
+            "(docs/bench.md#a-dead-load-path)"
+        )
+    return problem

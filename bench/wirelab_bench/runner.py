@@ -15,7 +15,7 @@ from wirelab.contract import ARM_EDGES, ARMS
 from wirelab_bench import environment
 from wirelab_bench.cell import Lab, measure
 from wirelab_bench.cellcost import cell_cost
-from wirelab_bench.health import wait_healthy
+from wirelab_bench.health import load_path_verdict, wait_healthy
 from wirelab_bench.knobs import REPO, Knobs
 from wirelab_bench.network import DIRECT, Network, NetworkUnavailable, label
 from wirelab_bench.parity import ParityError, check_arm_parity, check_parity
@@ -236,6 +236,10 @@ def run(scenario: Scenario, knobs: Knobs) -> tuple[int, Path]:
             estimate.cell_done(time.monotonic() - started)
             if row["generator_saturated"]:
                 progress.message(f"{cell.cell_id}: load generator saturated (cell marked)")
+            # After the cell (its row kept) as before it: a load that killed its own path, a
+            # published port's proxy under thousands of connections, is named in that cell.
+            phase = f"{cell.cell_id}: health after"
+            _wait_healthy(knobs, arms)
         manifest["status"] = "complete"
         failed = [r["cell_id"] for r in rows if not r["gate_passed"]]
         manifest["gates"] = {"passed": not failed, "failed_cells": failed, **vars(scenario.gates)}
@@ -269,12 +273,18 @@ def run(scenario: Scenario, knobs: Knobs) -> tuple[int, Path]:
 
 
 def _wait_healthy(knobs: Knobs, arms: dict[str, tuple[str, ...]]) -> None:
-    """Every service the cells call answers its health check (TimeoutError says which not)."""
-    if python := arms.get("python"):
-        healthy = (knobs.rest_url, knobs.grpc_target, python, knobs.health_timeout_s)
-        wait_healthy(*healthy, amqp_target=knobs.amqp_target)
-    if node := arms.get("node"):
-        wait_healthy(knobs.node_rest_url, knobs.node_grpc_target, node, knobs.health_timeout_s)
+    """Every service the cells call answers its health check, through the path the load takes
+    (TimeoutError says which not, and whether the service or the way to it died)."""
+    python, node = arms.get("python", ()), arms.get("node", ())
+    try:
+        if python:
+            healthy = (knobs.rest_url, knobs.grpc_target, python, knobs.health_timeout_s)
+            wait_healthy(*healthy, amqp_target=knobs.amqp_target)
+        if node:
+            wait_healthy(knobs.node_rest_url, knobs.node_grpc_target, node, knobs.health_timeout_s)
+    except TimeoutError as exc:
+        services = [*python, *(f"{arm}-node" for arm in node)]
+        raise TimeoutError(load_path_verdict(str(exc), knobs.compose_project, services)) from exc
 
 
 def _parity(knobs: Knobs, arms: dict[str, tuple[str, ...]], h2c: bool = False) -> list[str]:

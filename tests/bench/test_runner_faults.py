@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pandas as pd
@@ -28,14 +30,18 @@ payload_sizes = [2048]
 """
 
 
-def test_crashed_service_marks_the_run_incomplete(tmp_path: Path) -> None:
+def _run_until_a_cell_then_kill_rest(
+    tmp_path: Path, env: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """A two-cell run whose REST service is killed once a cell is measured; its manifest."""
     scenario = tmp_path / "crash.toml"
     scenario.write_text(SCENARIO.format(duration=2, kinds='["unary", "download"]'))
     results = tmp_path / "results"
     with running_services(tmp_path) as lab:
         args = [*lab.args(results), "--health-timeout-s", "3", "--progress", "off"]
         proc = subprocess.Popen(
-            [sys.executable, "-m", "wirelab_bench.cli", "bench", str(scenario), *args]
+            [sys.executable, "-m", "wirelab_bench.cli", "bench", str(scenario), *args],
+            env=env,
         )
         try:
             deadline = time.monotonic() + 60
@@ -51,12 +57,45 @@ def test_crashed_service_marks_the_run_incomplete(tmp_path: Path) -> None:
         finally:
             if proc.poll() is None:
                 proc.kill()
-    manifest = json.loads(manifests[0].read_text())
-    assert manifest["status"] == "incomplete"
-    assert "lab failed mid-run" in manifest["interrupted"]["reason"]
+    manifest: dict[str, Any] = json.loads(manifests[0].read_text())
     tidy = pd.read_csv(manifests[0].parent / "tidy.csv")
     assert list(tidy.cell_id) == manifest["cells_done"]
     assert (tidy.requests > 0).all()
+    return manifest
+
+
+def test_crashed_service_marks_the_run_incomplete(tmp_path: Path) -> None:
+    manifest = _run_until_a_cell_then_kill_rest(tmp_path)
+    assert manifest["status"] == "incomplete"
+    assert "lab failed mid-run" in manifest["interrupted"]["reason"]
+    assert "load path died" not in manifest["interrupted"]["reason"]
+
+
+def test_a_dead_load_path_is_named_within_the_cell(tmp_path: Path) -> None:
+    """REST unreachable from where the load comes from while Docker reports it healthy, as
+    when the userland proxy publishing 127.0.0.1:8000 died under 5,000 Locust users: the run
+    stops with one sentence naming the path, not the service, and keeps the cells measured."""
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "docker").write_text(
+        "#!/usr/bin/env bash\n"
+        '[[ "$1 ${*: -1}" == "ps {{.Status}}" ]] && echo "Up 2 minutes (healthy)"\n'
+        "exit 0\n"
+    )
+    (fake / "docker").chmod(0o755)
+    env = {**os.environ, "PATH": f"{fake}:{os.environ['PATH']}"}
+    manifest = _run_until_a_cell_then_kill_rest(tmp_path, env)
+    assert manifest["status"] == "incomplete"
+    reason = manifest["interrupted"]["reason"]
+    assert "lab failed mid-run: the load path died: REST http://127.0.0.1:" in reason, reason
+    assert "while Docker reports rest, grpc healthy inside the compose network" in reason
+    cells = manifest["cells_done"]
+    assert manifest["interrupted"]["phase"].split(":")[0] in {cells[-1], *manifest_next(cells)}
+
+
+def manifest_next(cells: list[str]) -> list[str]:
+    """The cell after the last one done, in this two-cell scenario's order (unary, download)."""
+    return [c.replace("unary", "download") for c in cells if "unary" in c]
 
 
 def test_server_columns_from_prometheus_when_no_direct_scrape(
