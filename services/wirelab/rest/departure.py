@@ -4,18 +4,21 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import Awaitable
 from typing import TypeVar
 
+import anyio.from_thread
 from starlette.requests import ClientDisconnect, Request
 from starlette.types import Receive
 
 T = TypeVar("T")
+# The departure watches of thread-pool handlers, until each ends.
+_WATCHES: set[asyncio.Future[None]] = set()
 
 
 async def _departed(receive: Receive) -> None:
     # Once the body has been read, uvicorn's receive answers only when the connection is lost
-    # (or the response is complete, which ends the call before this matters).
+    # or the response is complete (which ends a watch whose call has ended).
     while (await receive())["type"] != "http.disconnect":
         pass
 
@@ -42,17 +45,21 @@ async def until_gone(
     return job.result()
 
 
-async def departure(request: Request) -> AsyncIterator[threading.Event]:
-    """A dependency for a plain ``def`` handler run in the thread pool: an event set when the
-    client has gone, for the handler's blocking work to wait on instead of sleeping."""
+def watched_from_thread(request: Request) -> threading.Event:
+    """For a plain ``def`` handler in the thread pool: an event set once the client has gone,
+    for its blocking work to wait on instead of sleeping. The watch runs on the event loop until
+    the client goes or the response is complete (either ends uvicorn's receive)."""
     gone = threading.Event()
+    anyio.from_thread.run_sync(_watch, request, gone)
+    return gone
 
+
+def _watch(request: Request, gone: threading.Event) -> None:
     async def watch() -> None:
         await _departed(request.receive)
         gone.set()
 
+    # The loop keeps only a weak reference to a task.
     task = asyncio.ensure_future(watch())
-    try:
-        yield gone
-    finally:
-        task.cancel()
+    _WATCHES.add(task)
+    task.add_done_callback(_WATCHES.discard)

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import functools
-import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from typing import Annotated, Any, ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 from fastapi import APIRouter, Depends, Request, Response, WebSocket
 from fastapi.responses import StreamingResponse
@@ -22,7 +21,7 @@ from wirelab.rest.bodies import (
     body_reader,
     check_declared_length,
 )
-from wirelab.rest.departure import departure, until_gone
+from wirelab.rest.departure import until_gone, watched_from_thread
 from wirelab.rest.models import Blob, BlobDigest, BlobUpload, OrderReply, OrderRequest
 from wirelab.rest.protobuf import protobuf_orders
 from wirelab.rest.streaming import StreamedResponse
@@ -108,12 +107,12 @@ def build_router(
         reply: OrderReply = await until_gone(http, work)
         return reply
 
-    def orders_sync(
-        request: OrderRequest, gone: Annotated[threading.Event, Depends(departure)]
-    ) -> OrderReply:
+    def orders_sync(request: OrderRequest, http: Request) -> OrderReply:
         o = request.order
+        # Only an order with work to do watches for its client's departure (a hop to the loop).
+        gone = watched_from_thread(http) if request.work_ms else None
         totals = core.process_order(o, request.work_ms, request.count_words, limits, gone)
-        if gone.is_set():
+        if gone is not None and gone.is_set():
             raise ClientDisconnect
         return _reply(request, totals)
 
