@@ -31,7 +31,8 @@ class Rest:
 
 @dataclass(frozen=True)
 class Grpc:
-    """A call of ``method`` with ``messages`` (encoded; several for a client stream) and
+    """A call of ``method`` (of wirelab.v1.WireLab, or a whole path: ``/pkg.Service/Method``)
+    with ``messages`` (encoded; several for a client stream) and
     ``metadata``; with ``cancel`` a client stream is cancelled once the server has received
     its messages, instead of being ended."""
 
@@ -372,6 +373,13 @@ CASES: list[Case] = [
         "RESOURCE_EXHAUSTED",
         counted("download", "RESOURCE_EXHAUSTED"),
     ),
+    # A method the server does not have is counted under kind "other"; health and reflection are
+    # never measured, their unknown methods neither.
+    Case("grpc-unknown-method", Grpc("Nope"), "UNIMPLEMENTED", counted("other", "UNIMPLEMENTED")),
+    Case(
+        "grpc-unknown-service", Grpc("/x.Y/Z"), "UNIMPLEMENTED", counted("other", "UNIMPLEMENTED")
+    ),
+    Case("grpc-unknown-health-method", Grpc("/grpc.health.v1.Health/Nope"), "UNIMPLEMENTED", {}),
     Case(
         "grpc-stream-count-over-limit",
         Grpc("StreamMessages", (pb.StreamRequest(count=10**9).SerializeToString(),)),

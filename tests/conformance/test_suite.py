@@ -114,7 +114,7 @@ def send_rest(service: Service, request: Rest) -> int | None:
 
 def send_grpc(service: Service, request: Grpc) -> str:
     """The status code's name the call ended with."""
-    path = f"/{SERVICE}/{request.method}"
+    path = request.method if request.method.startswith("/") else f"/{SERVICE}/{request.method}"
     metadata = request.metadata or None
     with grpc.insecure_channel(f"127.0.0.1:{service.port}") as channel:
         try:

@@ -387,6 +387,31 @@ function capped(table, limit, metrics) {
   return Object.fromEntries(Object.entries(table).map(([name, handler]) => [name, cap(name, handler)]));
 }
 
+// Operational services, not measured even when the method is unknown (as rpc/kinds.py).
+const UNMEASURED_PREFIXES = ['/grpc.health.v1.', '/grpc.reflection.'];
+
+/** Calls to a method the server does not have are answered UNIMPLEMENTED and counted as kind
+ * "other", as the Python server counts them: grpc-js answers them before any handler or
+ * interceptor, and offers no fallback handler, so its handler lookup (a private method of the
+ * pinned 1.14) falls back to one. */
+function countUnknownMethods(server, metrics) {
+  const lookup = server._retrieveHandler.bind(server);
+  const identity = (x) => x;
+  server._retrieveHandler = (path) => lookup(path) || {
+    type: 'bidi',
+    path,
+    serialize: identity,
+    deserialize: identity,
+    func: (call) => {
+      const status = { code: grpc.status.UNIMPLEMENTED, details: `The server does not implement the method ${path}` };
+      call.emit('error', status);
+      if (!UNMEASURED_PREFIXES.some((prefix) => path.startsWith(prefix))) {
+        finishWith(startCall(metrics, contract.OTHER_KIND), status);
+      }
+    },
+  };
+}
+
 /** A grpc-js server with the WireLab, health and reflection services (not yet bound). With
  * ``relay`` (hops.js), orders are also sent on to downstream services. */
 function createGrpcServer(settings, metrics, relay = null) {
@@ -408,6 +433,7 @@ function createGrpcServer(settings, metrics, relay = null) {
   // RESOURCE_EXHAUSTED to the client). Node's default, 64 KiB, served 20 KB of metadata. grpc-js
   // takes no option for it: its http2 options are set before it binds (test/grpc.test.js).
   server.commonServerOptions.settings = { ...server.commonServerOptions.settings, maxHeaderListSize: MAX_METADATA_BYTES };
+  countUnknownMethods(server, metrics);
   const table = handlers(behaviours(methods, settings.limits, relay), metrics, holds);
   server.addService(rawDefinition(methods), capped(table, settings.grpcMaxConcurrentCalls, metrics));
   const health = new HealthImplementation(Object.fromEntries(HEALTH_NAMES.map((n) => [n, 'SERVING'])));
