@@ -7,8 +7,9 @@
 //
 //   node scripts/peak-memory.js [size in MiB, default 64]
 //
-// With --burst N, N such gRPC calls at once per one-message path (Upload, Download), each service
-// on its default payload budget: the peak RSS of the service and how many calls it refused.
+// With --burst N, N such calls at once per upload and download path, one-message and chunked
+// (1 MiB pieces), on both protocols, each service fresh on its default payload budget: the peak
+// RSS of the service and how many calls it refused (REST 503, gRPC RESOURCE_EXHAUSTED).
 //
 //   node scripts/peak-memory.js 256 --burst 6
 const { spawn } = require('node:child_process');
@@ -53,28 +54,59 @@ async function service(protocol) {
   return { child, port };
 }
 
+const refusal = (message) => Object.assign(new Error(message), { refused: true });
+
+/** A REST call; a body given as an array of pieces is sent chunked, piece by piece. */
 function rest(port, method, urlPath, body) {
   return new Promise((resolve, reject) => {
     const req = http.request({ host: '127.0.0.1', port, method, path: urlPath }, (res) => {
       let n = 0;
       res.on('data', (p) => { n += p.length; });
-      res.on('end', () => (res.statusCode === 200 ? resolve(n) : reject(new Error(`${urlPath}: ${res.statusCode}`))));
+      res.on('end', () => {
+        if (res.statusCode === 200) resolve(n);
+        else reject(res.statusCode === 503 ? refusal(`${urlPath}: 503`) : new Error(`${urlPath}: ${res.statusCode}`));
+      });
     });
     req.on('error', reject);
-    req.end(body);
+    if (Array.isArray(body)) {
+      for (const piece of body) req.write(piece);
+      req.end();
+    } else {
+      req.end(body);
+    }
+  });
+}
+
+const pieces = (data) => Array.from({ length: Math.ceil(data.length / MIB) }, (_, i) => data.subarray(i * MIB, (i + 1) * MIB));
+
+function grpcClient(port) {
+  return new grpc.Client(`127.0.0.1:${port}`, grpc.credentials.createInsecure(), {
+    'grpc.max_receive_message_length': -1, 'grpc.max_send_message_length': -1,
+  });
+}
+
+const grpcDone = (client, resolve, reject) => (err, reply) => {
+  client.close();
+  if (err) reject(err.code === grpc.status.RESOURCE_EXHAUSTED ? Object.assign(err, { refused: true }) : err);
+  else resolve(reply.length);
+};
+
+/** UploadStream with ``data`` in 1 MiB chunks. */
+function uploadStream(port, data) {
+  const client = grpcClient(port);
+  const m = proto.load()[proto.SERVICE].UploadStream;
+  return new Promise((resolve, reject) => {
+    const call = client.makeClientStreamRequest(m.path, m.requestSerialize, (b) => b, grpcDone(client, resolve, reject));
+    for (const piece of pieces(data)) call.write({ data: piece });
+    call.end();
   });
 }
 
 function unary(port, method, request) {
-  const client = new grpc.Client(`127.0.0.1:${port}`, grpc.credentials.createInsecure(), {
-    'grpc.max_receive_message_length': -1, 'grpc.max_send_message_length': -1,
-  });
+  const client = grpcClient(port);
   const m = proto.load()[proto.SERVICE][method];
   return new Promise((resolve, reject) => {
-    client.makeUnaryRequest(m.path, m.requestSerialize, (b) => b, request, (err, reply) => {
-      client.close();
-      return err ? reject(err) : resolve(reply.length);
-    });
+    client.makeUnaryRequest(m.path, m.requestSerialize, (b) => b, request, grpcDone(client, resolve, reject));
   });
 }
 
@@ -92,6 +124,16 @@ const PATHS = {
   'grpc Upload': ['grpc', (p, size) => unary(p, 'Upload', { data: blob(size) })],
   'grpc Download': ['grpc', (p, size) => unary(p, 'Download', { size })],
 };
+// What a burst runs: the one-message paths of both protocols and their chunked counterparts.
+const BURST_PATHS = {
+  'rest upload': PATHS['rest upload'],
+  'rest upload_chunked': ['rest', (p, size) => rest(p, 'POST', '/v1/blobs/stream', pieces(blob(size)))],
+  'rest download': PATHS['rest download'],
+  'rest download_chunked': ['rest', (p, size) => rest(p, 'GET', `/v1/blobs/stream?size=${size}&chunk_size=${MIB}`)],
+  'grpc Upload': PATHS['grpc Upload'],
+  'grpc UploadStream': ['grpc', (p, size) => uploadStream(p, blob(size))],
+  'grpc Download': PATHS['grpc Download'],
+};
 
 /** ``BURST`` calls of ``transfer`` at once against a fresh service: its peak RSS, the refusals. */
 async function burst(name, protocol, transfer) {
@@ -101,10 +143,10 @@ async function burst(name, protocol, transfer) {
     const before = hwm(child.pid);
     const calls = await Promise.allSettled(Array.from({ length: BURST }, () => transfer(port, SIZE)));
     const peak = hwm(child.pid);
-    const refused = calls.filter((c) => c.status === 'rejected' && c.reason.code === grpc.status.RESOURCE_EXHAUSTED).length;
+    const refused = calls.filter((c) => c.status === 'rejected' && c.reason.refused).length;
     const failed = calls.filter((c) => c.status === 'rejected').length - refused;
-    console.log(`${name.padEnd(20)} peak ${(peak / MIB).toFixed(0).padStart(5)} MiB (+${((peak - before) / MIB).toFixed(0)})  ` +
-      `${BURST - refused - failed} served, ${refused} refused RESOURCE_EXHAUSTED${failed ? `, ${failed} failed otherwise` : ''}`);
+    console.log(`${name.padEnd(22)} peak ${(peak / MIB).toFixed(0).padStart(5)} MiB (+${((peak - before) / MIB).toFixed(0)})  ` +
+      `${BURST - refused - failed} served, ${refused} refused${failed ? `, ${failed} failed otherwise` : ''}`);
   } finally {
     child.kill('SIGTERM');
   }
@@ -112,8 +154,8 @@ async function burst(name, protocol, transfer) {
 
 async function main() {
   if (BURST) {
-    console.log(`${BURST} one-message transfers of ${SIZE / MIB} MiB at once per path, default budget, node ${process.version}`);
-    for (const name of ['grpc Upload', 'grpc Download']) await burst(name, ...PATHS[name]);
+    console.log(`${BURST} transfers of ${SIZE / MIB} MiB at once per path, default budget, node ${process.version}`);
+    for (const [name, [protocol, transfer]] of Object.entries(BURST_PATHS)) await burst(name, protocol, transfer);
     return;
   }
   console.log(`one transfer of ${SIZE / MIB} MiB per path, node ${process.version}`);
