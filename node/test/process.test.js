@@ -86,3 +86,15 @@ for (const [protocol, main, portKnob, ready] of [
     }
   });
 }
+
+test('scripts/peak-memory.js --burst runs every path and says what each service served and refused', async () => {
+  const script = path.join(__dirname, '..', 'scripts', 'peak-memory.js');
+  const child = spawn(process.execPath, [script, '1', '--burst', '2'], { stdio: ['ignore', 'pipe', 'inherit'] });
+  let out = '';
+  child.stdout.on('data', (d) => { out += d; });
+  const code = await new Promise((resolve) => child.on('exit', resolve));
+  assert.equal(code, 0, out);
+  const rows = out.trim().split('\n').slice(1);
+  assert.equal(rows.length, 7, out);
+  for (const row of rows) assert.match(row, /peak +\d+ MiB \(\+-?\d+\) {2}2 served, 0 refused$/);
+});
