@@ -332,8 +332,6 @@ CASES: list[Case] = [
         Grpc("PingPong", (pb.Ping(seq=1).SerializeToString(),) * 2, cancel=True),
         "CANCELLED",
         counted("bidi", "CANCELLED"),
-        runtimes=("node",),
-        why="Python counts a PingPong cancelled mid-stream OK (found here; the Python side's)",
     ),
     Case(
         "grpc-pingpong",

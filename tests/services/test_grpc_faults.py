@@ -131,6 +131,34 @@ async def test_upload_stream_cancelled_halfway_counts_cancelled(
     assert requests(registry, "grpc", "upload_chunked", "ok", "OK") == 0
 
 
+async def test_pingpong_cancelled_midway_counts_cancelled(
+    grpc_target: GrpcTarget, registry: CollectorRegistry
+) -> None:
+    # Before, aio counted it ok: the request stream ends alike when closed and when the call
+    # is cancelled, so the behaviour ended well, and grpc then skipped the status it could not
+    # send (the conformance suite found it, issue 33).
+    stop = asyncio.Event()
+
+    async def pings() -> AsyncIterator[pb.Ping]:
+        yield pb.Ping(seq=1)
+        yield pb.Ping(seq=2)
+        await stop.wait()
+
+    call = grpc_target.stub.PingPong(pings())
+    assert [(await call.read()).seq for _ in range(2)] == [1, 2]
+    in_flight = "wirelab_server_requests_in_flight"
+    labels = {"protocol": "grpc", "kind": "bidi"}
+    assert await settled(lambda: value(registry, in_flight, **labels), 1) == 1
+    call.cancel()
+    stop.set()
+    cancelled = await settled(
+        lambda: requests(registry, "grpc", "bidi", "cancelled", "CANCELLED"), 1
+    )
+    assert cancelled == 1
+    await idle(registry, "bidi")
+    assert requests(registry, "grpc", "bidi", "ok", "OK") == 0
+
+
 async def test_upload_stream_chunk_over_the_message_limit(
     grpc_target: GrpcTarget, registry: CollectorRegistry
 ) -> None:
