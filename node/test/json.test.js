@@ -35,3 +35,27 @@ test('what JSON.parse refuses is refused on the exact path too', () => {
     assert.throws(() => json.parse(bad), SyntaxError, bad);
   }
 });
+
+test('an order body decodes as Python\'s json.loads decodes bytes: encodings by their first bytes, surrogatepass', () => {
+  const { jsonText } = require('../src/rest/text');
+  const text = '{"note":"h\u00e9 \u{1F600}"}';
+  const utf16be = Buffer.from(text, 'utf16le').swap16();
+  const utf32 = (little) => {
+    const points = [...text].map((c) => c.codePointAt(0));
+    const b = Buffer.alloc(points.length * 4);
+    points.forEach((p, i) => (little ? b.writeUInt32LE(p, 4 * i) : b.writeUInt32BE(p, 4 * i)));
+    return b;
+  };
+  for (const body of [
+    Buffer.from(text), Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from(text)]),
+    Buffer.from(text, 'utf16le'), Buffer.concat([Buffer.from([0xff, 0xfe]), Buffer.from(text, 'utf16le')]),
+    utf16be, Buffer.concat([Buffer.from([0xfe, 0xff]), utf16be]),
+    utf32(true), utf32(false), Buffer.concat([Buffer.from([0, 0, 0xfe, 0xff]), utf32(false)]),
+  ]) assert.equal(jsonText(body), text, body.toString('hex').slice(0, 16));
+  // A surrogate's UTF-8 form is a lone surrogate; other bytes that are not UTF-8 throw.
+  assert.equal(jsonText(Buffer.from('"\xed\xa0\x80"', 'latin1')), '"\ud800"');
+  assert.throws(() => jsonText(Buffer.from('"\xed\xa0\x80\xff"', 'latin1')));
+  assert.throws(() => jsonText(Buffer.from('{"x":"\xff\xfe"}', 'latin1')));
+  assert.throws(() => jsonText(Buffer.concat([Buffer.from('{}', 'utf16le'), Buffer.from([0])])));
+  assert.throws(() => jsonText(Buffer.from([0x7b, 0, 0, 0, 0, 0, 0x11, 0])));
+});

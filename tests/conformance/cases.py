@@ -279,6 +279,38 @@ CASES: list[Case] = [
         counted("unary", 200),
     ),
     Case("order-json-bom", post_json("/v1/orders", b"\xef\xbb\xbf{}"), 200, counted("unary", 200)),
+    # An order's JSON is read as json.loads reads bytes: UTF-16 and UTF-32 told from the first
+    # bytes, a surrogate's UTF-8 form text (refused where a string must be Unicode).
+    Case(
+        "order-json-utf-16",
+        post_json("/v1/orders", '{"order":{"note":"h\u00e9"}}'.encode("utf-16-le")),
+        200,
+        counted("unary", 200),
+    ),
+    Case(
+        "order-json-utf-32-bom",
+        post_json("/v1/orders", '{"order":{"note":"h\u00e9"}}'.encode("utf-32")),
+        200,
+        counted("unary", 200),
+    ),
+    Case(
+        "order-json-utf-16-odd-length",
+        post_json("/v1/orders", '{"x":1}'.encode("utf-16-le") + b"\x00"),
+        400,
+        counted("unary", 400),
+    ),
+    Case(
+        "order-note-surrogate-utf-8",
+        post_json("/v1/orders", b'{"order":{"note":"\xed\xa0\x80"}}'),
+        422,
+        counted("unary", 422),
+    ),
+    Case(
+        "order-unknown-field-surrogate-utf-8",
+        post_json("/v1/orders", b'{"x":"\xed\xa0\x80"}'),
+        200,
+        counted("unary", 200),
+    ),
     Case(
         "blob-json-bom",
         post_json("/v1/blobs/json", b'\xef\xbb\xbf{"data":""}'),

@@ -20,6 +20,7 @@ const { writeDrained } = require('../drain');
 const { DEADLINE_HEADER, DownstreamError } = require('../hops');
 const codec = require('./codec');
 const json = require('./json');
+const { jsonText } = require('./text');
 const validate = require('./validate');
 
 // ProcessOrder's codec, loaded with the first protobuf order: JSON-only services never load the
@@ -183,17 +184,16 @@ function readBody(req, limit, call, kind, { onPiece = null, admit = null, holds 
   });
 }
 
-// Bodies as Python reads them: bytes that are not UTF-8 refuse the body (toString would put
-// U+FFFD in their place). An order's JSON may start with a BOM (FastAPI's json.loads of bytes
-// skips it); a blob's JSON may not (pydantic's reader, 422).
-const ORDER_TEXT = new TextDecoder('utf-8', { fatal: true });
+// Bodies as Python reads them: bytes that do not decode refuse the body (toString would put
+// U+FFFD in their place). An order's JSON is read as json.loads reads bytes (text.js: a BOM
+// skipped, UTF-16 and UTF-32 too); a blob's JSON as pydantic's reader, UTF-8 only, no BOM (422).
 const BLOB_TEXT = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 
 /** An order's JSON body, its integers exact (json.js). */
 function orderJson(body) {
   let text;
   try {
-    text = ORDER_TEXT.decode(body);
+    text = jsonText(body);
   } catch {
     throw new HttpError(400, 'There was an error parsing the body');
   }
