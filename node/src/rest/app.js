@@ -80,6 +80,7 @@ const B64_PIECE = 3 * 16 * 1024;
 const CLOSE_STATUS = new Map([[1000, 101], [1007, 400], [1008, 400], [1009, 413], [1011, 500]]);
 const CLEAN_CLIENT_CLOSE = new Set([1000, 1001, 1005]);
 const DEPARTED = new Set(['ECONNRESET', 'HPE_INVALID_EOF_STATE']);
+const CLOSING = Symbol('closing after its current response');
 // Requests Node's parser refuses, answered as Node's own clientError handler answers them.
 const CLIENT_ERRORS = {
   HPE_HEADER_OVERFLOW: [431, 'Request Header Fields Too Large'],
@@ -477,16 +478,20 @@ function createRestServer(settings, metrics, relay = null) {
   const cap = settings.restMaxConcurrentCalls;
   const bodyTimeoutMs = settings.restBodyTimeoutSeconds * 1000;
   let active = 0;
+  // No request may end the process: what escapes a call is its 500, or its connection cut.
+  const onRequest = (req, res) => serveCall(req, res).catch((exc) => {
+    console.error(exc);
+    if (res.headersSent) res.destroy();
+    else sendJson(res, 500, '{"detail":"Internal Server Error"}', { connection: 'close' });
+  });
   const server = http.createServer({
     maxHeaderSize: settings.restMaxHeaderBytes || undefined,
-  }, (req, res) => {
-    // No request may end the process: what escapes a call is its 500, or its connection cut.
-    serveCall(req, res).catch((exc) => {
-      console.error(exc);
-      if (res.headersSent) res.destroy();
-      else sendJson(res, 500, '{"detail":"Internal Server Error"}', { connection: 'close' });
-    });
-  });
+    // A request without Host is served, as uvicorn serves it (Node 20 answered 400, uncounted).
+    requireHostHeader: false,
+  }, onRequest);
+  // An Expect other than 100-continue is ignored, as uvicorn ignores it (Node answered 417,
+  // uncounted).
+  server.on('checkExpectation', onRequest);
   async function serveCall(req, res) {
     const url = target(req.url);
     // Health is not measured, its 405 neither (as the Python service's).
@@ -582,10 +587,23 @@ function createRestServer(settings, metrics, relay = null) {
   // A request Node's parser refuses before any handler (headers or URL past the limit, bad
   // framing, headers too slow) is answered as Node would answer it, and counted as kind "other".
   server.on('clientError', (err, socket) => {
+    // The socket's current response (where Node's own handler looks too) is a call under way.
+    const current = socket._httpMessage;
+    // Bytes after a whole request that do not parse (a Content-Length shorter than the body
+    // sent, or garbage pipelined behind it): the request is answered, then the connection
+    // closed with the rest unread, as uvicorn does. Destroyed at once, it was counted 499.
+    if (current && current.req && current.req.complete && !DEPARTED.has(err.code)) {
+      if (socket[CLOSING]) return;
+      socket[CLOSING] = true;
+      socket.pause();
+      current.shouldKeepAlive = false;
+      if (current.writableFinished) socket.destroy();
+      else current.once('close', () => socket.destroy());
+      return;
+    }
     // A request whose call has begun is that call's to count (a client gone mid-body is its
-    // 499): the socket's current response, where Node's own handler looks too.
-    // A client gone before its request was whole (EOF mid-headers) is answered nothing.
-    if (DEPARTED.has(err.code) || !socket.writable || socket._httpMessage) {
+    // 499); a client gone before its request was whole (EOF mid-headers) is answered nothing.
+    if (DEPARTED.has(err.code) || !socket.writable || current) {
       socket.destroy();
       return;
     }
