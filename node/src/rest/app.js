@@ -20,19 +20,11 @@ const { writeDrained } = require('../drain');
 const { DEADLINE_HEADER, DownstreamError } = require('../hops');
 const codec = require('./codec');
 const json = require('./json');
+const { answerParserErrors } = require('./parser');
+const protobuf = require('./protobuf');
+const { isJson, mediaType, target } = require('./request');
 const { jsonText } = require('./text');
 const validate = require('./validate');
-
-// ProcessOrder's codec, loaded with the first protobuf order: JSON-only services never load the
-// protobuf types (test/hops.test.js holds them to it).
-let protobufCodec = null;
-function orderCodec() {
-  if (protobufCodec === null) {
-    const proto = require('../proto');
-    protobufCodec = { decode: proto.decoders().ProcessOrder, encode: proto.encoders().ProcessOrder };
-  }
-  return protobufCodec;
-}
 
 // Streams stop producing once the client has gone: the response closed.
 const drained = (stream, piece) => writeDrained(stream, piece, 'close', () => stream.destroyed);
@@ -40,8 +32,6 @@ const drained = (stream, piece) => writeDrained(stream, piece, 'close', () => st
 const OCTETS = 'application/octet-stream';
 const NDJSON = 'application/x-ndjson';
 const JSON_TYPE = 'application/json';
-const PROTOBUF = 'application/x-protobuf';
-const PROTOBUF_ACCEPTED = new Set([PROTOBUF, 'application/*', '*/*']);
 
 // (method, path) -> kind, as rest/middleware.py's KINDS.
 const KINDS = new Map([
@@ -79,15 +69,6 @@ const B64_PIECE = 3 * 16 * 1024;
 // Close codes the server sends for bad ping frames, as the HTTP status they stand for.
 const CLOSE_STATUS = new Map([[1000, 101], [1007, 400], [1008, 400], [1009, 413], [1011, 500]]);
 const CLEAN_CLIENT_CLOSE = new Set([1000, 1001, 1005]);
-const DEPARTED = new Set(['ECONNRESET', 'HPE_INVALID_EOF_STATE']);
-const CLOSING = Symbol('closing after its current response');
-// Requests Node's parser refuses, answered as Node's own clientError handler answers them.
-const CLIENT_ERRORS = {
-  HPE_HEADER_OVERFLOW: [431, 'Request Header Fields Too Large'],
-  HPE_CHUNK_EXTENSIONS_OVERFLOW: [413, 'Payload Too Large'],
-  ERR_HTTP_REQUEST_TIMEOUT: [408, 'Request Timeout'],
-};
-
 class HttpError extends Error {
   constructor(status, detail, headers = {}) {
     super(detail);
@@ -214,29 +195,6 @@ function blobJson(body) {
   }
 }
 
-/** A Content-Type's media type, lowercased, without parameters. */
-function mediaType(req) {
-  return (req.headers['content-type'] || '').split(';', 1)[0].trim().toLowerCase();
-}
-
-/** JSON as FastAPI tells it: application/json or application/<anything>+json. */
-function isJson(media) {
-  return media === JSON_TYPE || (media.startsWith('application/') && media.endsWith('+json'));
-}
-
-/** Whether an Accept header lets an order's reply be protobuf (rest/protobuf.py's
- * accepts_protobuf): none, or one naming it or a wildcard over it with a weight above zero. */
-function acceptsProtobuf(accept) {
-  if (accept === undefined) return true;
-  return accept.split(',').some((item) => {
-    const [media, ...params] = item.split(';').map((part) => part.trim());
-    const weights = params.filter((p) => p.replace(/ /g, '').startsWith('q=')).map((p) => p.split('=', 2)[1].trim());
-    // RFC 9110 weights: "0", "0.0", "0.000"; one that does not parse counts as given.
-    const zero = weights.length > 0 && weights[0].startsWith('0') && weights[0].replace(/[.0]/g, '') === '';
-    return PROTOBUF_ACCEPTED.has(media.toLowerCase()) && !zero;
-  });
-}
-
 function sendJson(res, status, text, headers = {}) {
   const body = Buffer.from(text);
   res.writeHead(status, { 'content-type': JSON_TYPE, 'content-length': body.length, ...headers });
@@ -269,32 +227,6 @@ function deadlineOf(req) {
   return Number(value) / 1000;
 }
 
-/** ``POST /v1/orders`` with an application/x-protobuf body: gRPC's OrderRequest, answered with
- * its OrderReply (rest/protobuf.py). */
-async function protobufOrder(req, res, body, limits) {
-  if (!acceptsProtobuf(req.headers.accept)) {
-    throw new HttpError(406, `a protobuf order is answered as ${PROTOBUF} only`);
-  }
-  let r;
-  try {
-    r = orderCodec().decode(body);
-  } catch (exc) {
-    throw new core.CoreError(`body is not a protobuf wirelab.v1.OrderRequest: ${exc.message}`);
-  }
-  const order = r.order || {};
-  const t = await core.processOrder(order, r.work_ms, r.count_words, limits);
-  const reply = orderCodec().encode({
-    order_id: order.order_id || '',
-    item_count: t.itemCount,
-    total_cents: String(t.totalCents),
-    word_count: t.wordCount,
-    char_count: t.charCount,
-    order,
-  });
-  res.writeHead(200, { 'content-type': PROTOBUF, 'content-length': reply.length });
-  res.end(reply);
-}
-
 function routes(limits, relay) {
   // base64 makes a JSON body 4/3 of the blob; allow that plus the JSON around it (routes.py).
   const jsonLimit = Math.floor((limits.maxPayloadBytes + 2) / 3) * 4 + 1024;
@@ -303,8 +235,11 @@ function routes(limits, relay) {
       const body = await readBody(req, limits.maxOrderBytes, call, 'unary');
       const media = mediaType(req);
       // Protobuf orders are not relayed: a relay hop speaks its downstreams' JSON (app.py).
-      if (media === PROTOBUF && relay === null) {
-        await protobufOrder(req, res, body, limits);
+      if (media === protobuf.MEDIA && relay === null) {
+        if (!protobuf.acceptable(req.headers.accept)) {
+          throw new HttpError(406, `a protobuf order is answered as ${protobuf.MEDIA} only`);
+        }
+        await protobuf.answer(res, body, limits);
         return;
       }
       // Any other body is not read as JSON, as FastAPI reads it: not an object.
@@ -382,26 +317,6 @@ function routes(limits, relay) {
       res.end();
     },
   };
-}
-
-// An absolute-form target's scheme and authority (RFC 9112 section 3.2.2), which uvicorn drops.
-const ABSOLUTE_FORM = /^[A-Za-z][A-Za-z0-9+.-]*:\/\/[^/?]*/;
-
-/** A request target as uvicorn reads it: without a fragment, or the scheme and authority of an
- * absolute form; the path percent-decoded (UTF-8, bytes that are not replaced), the query
- * string (``search``, with its `?`) and its parameters, never parsed as a URL. `new URL('//[',
- * base)` reads `//[` as an authority and throws, as it does for `//x:99999/`: one such request
- * ended the process. */
-function target(raw) {
-  const hash = raw.indexOf('#');
-  const bare = (hash === -1 ? raw : raw.slice(0, hash)).replace(ABSOLUTE_FORM, '');
-  const at = bare.indexOf('?');
-  const path = at === -1 ? bare : bare.slice(0, at);
-  const decoded = path.includes('%')
-    ? path.replace(/(?:%[0-9A-Fa-f]{2})+/g, (run) => Buffer.from(run.replace(/%/g, ''), 'hex').toString('utf8'))
-    : path;
-  const search = at === -1 || at === bare.length - 1 ? '' : bare.slice(at);
-  return { path: decoded, search, query: new URLSearchParams(search) };
 }
 
 /** Answer ``exc`` with {"detail": ...} unless the response has started (then cut it off). */
@@ -584,34 +499,7 @@ function createRestServer(settings, metrics, relay = null) {
       answerError(req, res, exc);
     }
   }
-  // A request Node's parser refuses before any handler (headers or URL past the limit, bad
-  // framing, headers too slow) is answered as Node would answer it, and counted as kind "other".
-  server.on('clientError', (err, socket) => {
-    // The socket's current response (where Node's own handler looks too) is a call under way.
-    const current = socket._httpMessage;
-    // Bytes after a whole request that do not parse (a Content-Length shorter than the body
-    // sent, or garbage pipelined behind it): the request is answered, then the connection
-    // closed with the rest unread, as uvicorn does. Destroyed at once, it was counted 499.
-    if (current && current.req && current.req.complete && !DEPARTED.has(err.code)) {
-      if (socket[CLOSING]) return;
-      socket[CLOSING] = true;
-      socket.pause();
-      current.shouldKeepAlive = false;
-      if (current.writableFinished) socket.destroy();
-      else current.once('close', () => socket.destroy());
-      return;
-    }
-    // A request whose call has begun is that call's to count (a client gone mid-body is its
-    // 499); a client gone before its request was whole (EOF mid-headers) is answered nothing.
-    if (DEPARTED.has(err.code) || !socket.writable || current) {
-      socket.destroy();
-      return;
-    }
-    const [status, reason] = CLIENT_ERRORS[err.code] || [400, 'Bad Request'];
-    socket.end(`HTTP/1.1 ${status} ${reason}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n`);
-    // A connection that sent nothing made no call (rest/protocol.py counts alike).
-    if (socket.bytesRead > 0) startCall(metrics, contract.OTHER_KIND).finish(contract.httpOutcome(status), String(status));
-  });
+  answerParserErrors(server, metrics);
   if (settings.restHeaderTimeoutSeconds) server.headersTimeout = settings.restHeaderTimeoutSeconds * 1000;
   // The pings' own limit applies to the decoded payload; a frame may carry its base64 and the JSON.
   const wss = new WebSocketServer({ noServer: true, maxPayload: Math.ceil(settings.limits.maxMessageBytes / 3) * 4 + 1024 });
