@@ -155,7 +155,7 @@ CASES: list[Case] = [
         counted("upload", 413),
     ),
     Case("download-over-limit", get("/v1/blobs?size=1048577"), 413, counted("download", 413)),
-    # Item 8: one rule for both runtimes on methods, trailing slashes and query integers.
+    # One rule for both runtimes on methods, trailing slashes and query integers.
     Case("head-on-get-route", Rest(http("HEAD", "/v1/blobs?size=1")), 405, counted("other", 405)),
     Case("order-trailing-slash", post_json("/v1/orders/", b"{}"), 307, counted("other", 307)),
     Case("stream-trailing-slashes", get("/v1/stream//?count=1"), 307, counted("other", 307)),
@@ -234,7 +234,7 @@ CASES: list[Case] = [
         413,
         counted("download", 413),
     ),
-    # Item 2: an authority-like path is a path (Node read //x as a host and served the order).
+    # An authority-like path is a path (Node read //x as a host and served the order).
     Case(
         "order-under-empty-segment",
         post_json("//x/v1/orders", b'{"order":{}}'),
@@ -244,7 +244,7 @@ CASES: list[Case] = [
     Case(
         "order-path-percent-encoded", post_json("/v1/%6Frders", b"{}"), 200, counted("unary", 200)
     ),
-    # Item 3: bytes that are not UTF-8 are refused, not read as U+FFFD.
+    # Bytes that are not UTF-8 are refused, not read as U+FFFD.
     Case(
         "order-note-not-utf8",
         post_json("/v1/orders", b'{"order":{"note":"\xff\xfe"}}'),
@@ -257,7 +257,7 @@ CASES: list[Case] = [
         422,
         counted("upload_json", 422),
     ),
-    # Items 5 and 8: what an order's Content-Type makes of its body, as FastAPI reads it.
+    # What an order's Content-Type makes of its body, as FastAPI reads it.
     Case(
         "order-protobuf",
         Rest(http("POST", "/v1/orders", b"", (("Content-Type", "application/x-protobuf"),))),
@@ -346,7 +346,8 @@ CASES: list[Case] = [
     ),
     Case("path-with-empty-segment", get("//x"), 404, counted("other", 404)),
     Case("stream-negative-count", get("/v1/stream?count=-1"), 400, counted("server_stream", 400)),
-    # Request targets no URL parser takes whole (issue 33, item 1: each ended Node's process).
+    # Request targets no URL parser takes whole (each ended Node's process, with or without
+    # Upgrade: no request may end a service).
     Case("target-bad-host", get("//["), 404, counted("other", 404)),
     Case("target-bad-port", get("//x:99999/"), 404, counted("other", 404)),
     Case("websocket-target-bad-host", get("//[", *WEBSOCKET), 403, counted("other", 403)),
@@ -366,14 +367,14 @@ CASES: list[Case] = [
         "INVALID_ARGUMENT",
         counted("unary", "INVALID_ARGUMENT"),
     ),
-    # Item 3: a string field that is not UTF-8 (order_id = ff fe).
+    # A string field that is not UTF-8 (order_id = ff fe).
     Case(
         "grpc-order-not-utf8",
         Grpc("ProcessOrder", (bytes.fromhex("0a040a02fffe"),)),
         "INVALID_ARGUMENT",
         counted("unary", "INVALID_ARGUMENT"),
     ),
-    # Item 6: a client stream cancelled after its messages is CANCELLED, not OK.
+    # A client stream cancelled after its messages is CANCELLED, not OK.
     Case(
         "grpc-upload-stream-cancelled",
         Grpc("UploadStream", (pb.Chunk(data=b"x" * 1024).SerializeToString(),) * 3, cancel=True),
@@ -398,7 +399,7 @@ CASES: list[Case] = [
         "OK",
         counted("bidi", "OK"),
     ),
-    # Item 4: metadata past grpcio's hard limit (16 KiB) is refused at once, before any handler
+    # Metadata past grpcio's hard limit (16 KiB) is refused at once, before any handler
     # (so neither runtime counts it). Node took up to 64 KiB, and past that failed the connection.
     Case(
         "grpc-metadata-one-value-over-16k",
@@ -443,14 +444,14 @@ CASES: list[Case] = [
         "RESOURCE_EXHAUSTED",
         counted("server_stream", "RESOURCE_EXHAUSTED"),
     ),
-    # Item 9: a client that leaves mid-body is a departure (499), as on /v1/blobs, not a 400.
+    # A client that leaves mid-body is a departure (499), as on /v1/blobs, not a 400.
     Case(
         "order-client-leaves-mid-body",
         Rest(http("POST", "/v1/orders", b'{"order":', (("Content-Length", "500"),)), leave="unary"),
         None,
         counted("unary", 499),
     ),
-    # Item 10: an order whose client has gone stops working and counts 499 (it worked its
+    # An order whose client has gone stops working and counts 499 (it worked its
     # 20 s to the end and counted 200).
     Case(
         "order-client-leaves-while-working",
@@ -458,14 +459,14 @@ CASES: list[Case] = [
         None,
         counted("unary", 499),
     ),
-    # Item 11: a stalled order body gets 408 and counts 408 (counted 400); ENV's body timeout.
+    # A stalled order body gets 408 and counts 408 (counted 400); ENV's body timeout.
     Case(
         "order-body-stalls",
         Rest(http("POST", "/v1/orders", b'{"order":{}, ', (("Content-Length", "100"),))),
         408,
         counted("unary", 408),
     ),
-    # Item 12: past 64 KiB of request line and headers, 431, counted (70-120 KB were served, a
+    # Past 64 KiB of request line and headers, 431, counted (70-120 KB were served, a
     # URL that long got uvicorn's bare 400).
     Case(
         "header-over-64-KiB",
