@@ -7,50 +7,10 @@ const http = require('node:http');
 const grpc = require('@grpc/grpc-js');
 const contract = require('../src/contract');
 const core = require('../src/core');
-const proto = require('../src/proto');
 const { buildRelay } = require('../src/hops');
-const { createRestServer } = require('../src/rest/app');
-const { bind, createGrpcServer } = require('../src/grpc/server');
-const { instruments } = require('../src/metrics');
-const { eventually, freePort, sample, start, testSettings } = require('./helpers');
+const { eventually, freePort, sample, services, start, testSettings } = require('./helpers');
 
-const opened = [];
-test.after(async () => {
-  for (const close of opened.reverse()) await close();
-});
-
-/** A REST service on a free port, with downstreams when ``knobs.downstream`` is set. */
-async function restService(knobs = {}) {
-  const settings = { ...testSettings(), downstream: [], fanout: 'sequential', localWork: true, downstreamTimeoutSeconds: 10, ...knobs };
-  const metrics = instruments(settings, 'rest', 'event_loop');
-  const relay = buildRelay(settings, 'rest', metrics.registry);
-  const server = createRestServer(settings, metrics, relay);
-  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
-  opened.push(async () => {
-    await server.drain(1);
-    if (relay) relay.close();
-  });
-  return { url: `http://127.0.0.1:${server.address().port}`, metrics };
-}
-
-async function grpcService(knobs = {}) {
-  const settings = { ...testSettings(), downstream: [], fanout: 'sequential', localWork: true, downstreamTimeoutSeconds: 10, grpcBalancing: 'pick_first', ...knobs };
-  const metrics = instruments(settings, 'grpc', 'event_loop');
-  const relay = buildRelay(settings, 'grpc', metrics.registry);
-  const server = createGrpcServer(settings, metrics, relay);
-  const port = await bind(server, '127.0.0.1', 0);
-  const WireLab = grpc.loadPackageDefinition(proto.load()).wirelab.v1.WireLab;
-  const client = new WireLab(`127.0.0.1:${port}`, grpc.credentials.createInsecure());
-  opened.push(async () => {
-    client.close();
-    await server.drain(1);
-    if (relay) relay.close();
-  });
-  const order = (request, deadlineMs = 10000) => new Promise((resolve, reject) => {
-    client.ProcessOrder(request, { deadline: Date.now() + deadlineMs }, (err, reply) => (err ? reject(err) : resolve(reply)));
-  });
-  return { target: `grpc://127.0.0.1:${port}`, metrics, order };
-}
+const { restService, grpcService, opened } = services(test);
 
 /** A server that answers every call with ``status`` and ``body`` (a broken downstream). */
 async function canned(status, body) {
