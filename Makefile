@@ -8,6 +8,8 @@ TOPOLOGY ?= one-hop
 PROFILES ?=
 SCENARIO ?= smoke
 ARGS ?=
+# `make bench WHERE=lab`: the runner inside the compose network (offline/bench-in-lab).
+WHERE ?= host
 RUN ?=
 # `make netem NETWORK=region`: a profile of toxiproxy/profiles.toml, or direct, or show.
 NETWORK ?= show
@@ -57,8 +59,14 @@ tools:
 .PHONY: bench report netem
 # `wirelab bench` / `wirelab report` from the host, against the lab's published ports: the
 # project's virtualenv gets the runner and the notebook's packages first (once; offline/venv).
+# WHERE=lab runs it as the lab's bench service instead, inside the compose network: loads of
+# thousands of connections (iit's Heavy) outlive the published ports' proxy only that way here.
 bench:
+ifeq ($(WHERE),lab)
+	offline/bench-in-lab $(SCENARIO) $(ARGS)
+else
 	"$$(offline/venv bench,notebook)/bin/wirelab" bench $(SCENARIO) $(ARGS)
+endif
 
 report:
 	"$$(offline/venv bench,notebook)/bin/wirelab" report $(RUN) $(ARGS)

@@ -97,7 +97,7 @@ def load_path_verdict(problem: str, project: str, services: list[str]) -> str:
             f"the load path died: {problem}, while Docker reports {names} healthy inside the "
             "compose network; a published port's userland proxy (docker-proxy) stops for good "
             "when an accept fails, as under thousands of connections: recreate the lab "
-            "(make lab-down && make lab), or drive such loads from inside the compose network "
-            "(docs/bench.md#a-dead-load-path)"
+            "(make lab-down && make lab) and drive such loads from inside the compose network "
+            "(make bench WHERE=lab; docs/bench.md#a-dead-load-path)"
         )
     return problem
