@@ -177,15 +177,16 @@ function checkOrder(order, workMs, countWordsToo, limits) {
 }
 
 /** The simulated business delay, awaited without blocking the event loop; ``signal`` cuts it
- * short (a relay's failed fan-out). */
+ * short, its timer cleared (the client has gone, or a relay's fan-out failed). */
 async function work(workMs, signal = undefined) {
   if (workMs) await sleep(workMs, undefined, { signal });
 }
 
-/** Validate an order and compute its totals, then the simulated delay without blocking. */
-async function processOrder(order, workMs, countWordsToo, limits) {
+/** Validate an order and compute its totals, then the simulated delay without blocking, cut
+ * short by ``signal``. */
+async function processOrder(order, workMs, countWordsToo, limits, signal = undefined) {
   const totals = checkOrder(order, workMs, countWordsToo, limits);
-  await work(workMs);
+  await work(workMs, signal);
   return totals;
 }
 

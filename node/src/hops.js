@@ -18,6 +18,11 @@ const { orderJson } = require('./rest/codec');
 const DEADLINE_HEADER = 'x-wirelab-deadline-ms';
 const KIND = 'unary'; // a hop relays orders: ProcessOrder, the request-response kind
 const SAID = { unavailable: 'is unavailable', timeout: 'did not answer in time', failed: 'failed' };
+// Why an order's calls were cancelled with their caller (Relay.order's ``gone``): a gRPC caller's
+// deadline, which its downstream calls carry too, so they count it a timeout, as they would a
+// moment later by their own; or any other departure.
+const EXPIRED = "the caller's deadline passed";
+const DEPARTED = 'the caller has gone';
 
 // grpc-js and the contract's protobuf types, loaded by the first gRPC downstream only: a REST
 // service would otherwise carry them for nothing (about 10 MiB of memory and 0.1 s of start here).
@@ -188,7 +193,7 @@ class RestDownstream {
       const abort = () => {
         settle();
         req.destroy();
-        fail('cancelled', new DownstreamError(this.peer, 'failed', 'cancelled: another downstream failed'));
+        fail('cancelled', new DownstreamError(this.peer, 'failed', `cancelled: ${signal.reason}`));
       };
       const settle = () => {
         clearTimeout(timer);
@@ -200,6 +205,7 @@ class RestDownstream {
         fail('timeout', noReply(this.peer, seconds));
       }, seconds * 1000);
       if (signal) signal.addEventListener('abort', abort, { once: true });
+      if (signal && signal.aborted) abort();
       req.on('error', (exc) => {
         settle();
         fail('connection_error', new DownstreamError(this.peer, 'unavailable', `${exc.code || exc.name}: ${exc.message}`));
@@ -343,7 +349,8 @@ class GrpcDownstream {
         if (err) {
           const name = codeNames[err.code] || 'UNKNOWN';
           // UNAVAILABLE on the client means no connection, as Locust's gRPC users count it.
-          const outcome = name === 'UNAVAILABLE' ? 'connection_error' : contract.grpcOutcome(name);
+          let outcome = name === 'UNAVAILABLE' ? 'connection_error' : contract.grpcOutcome(name);
+          if (signal && signal.aborted && signal.reason === EXPIRED) outcome = 'timeout';
           end(outcome);
           const reason = name === 'UNAVAILABLE' ? 'unavailable' : name === 'DEADLINE_EXCEEDED' ? 'timeout' : 'failed';
           reject(new DownstreamError(this.peer, reason, `${name} ${err.details}`));
@@ -361,6 +368,7 @@ class GrpcDownstream {
       });
       const abort = () => call.cancel();
       if (signal) signal.addEventListener('abort', abort, { once: true });
+      if (signal && signal.aborted) abort();
     });
   }
 
@@ -403,10 +411,29 @@ class Relay {
    * hop's reply to the order already validated here, ``deadline`` the seconds the caller still
    * waits (null: none). Sequential: the work, then each downstream in turn. Parallel: the work and
    * every call at once, the first failure cancelling the rest. The answer is ``own``, or with
-   * local work off the first downstream's reply; split: ``own`` with the parts' counts. */
-  async order(request, own, workMs, deadline) {
+   * local work off the first downstream's reply; split: ``own`` with the parts' counts. ``gone``
+   * (an AbortSignal: the caller has left) stops the work and cancels the calls, as the Python
+   * relay's are cancelled with the caller's task. */
+  async order(request, own, workMs, deadline, gone = null) {
     const budget = deadline === null ? this.timeoutSeconds : Math.min(this.timeoutSeconds, deadline);
     if (budget <= 0) throw new DownstreamError(this.downstreams[0].peer, 'timeout', "the caller's deadline passed");
+    // One signal stops this order's work and calls: the caller's departure or, in parallel, the
+    // first failure.
+    const cancel = new AbortController();
+    const depart = () => cancel.abort(gone.reason === EXPIRED ? EXPIRED : DEPARTED);
+    if (gone !== null) {
+      gone.addEventListener('abort', depart, { once: true });
+      if (gone.aborted) depart();
+    }
+    try {
+      return await this.relayed(request, own, workMs, budget, cancel);
+    } finally {
+      if (gone !== null) gone.removeEventListener('abort', depart);
+    }
+  }
+
+  /** ``order``'s work and calls within ``budget`` seconds, all stopped by ``cancel``. */
+  async relayed(request, own, workMs, budget, cancel) {
     const ends = performance.now() + budget * 1000;
     const work = this.localWork ? workMs : 0;
     let replies;
@@ -415,12 +442,11 @@ class Relay {
       const sent = this.splitter === null ? new Array(count).fill(request) : this.splitter.parts(request, count);
       // The first failure decides the answer and cancels the work and the other calls (each
       // counted cancelled), as the Python relay's task group does; all are awaited first.
-      const cancel = new AbortController();
       let first = null;
       const calls = this.downstreams.map((d, i) => d.order(sent[i], budget, cancel.signal).catch((exc) => {
         if (first === null) {
           first = exc;
-          cancel.abort();
+          cancel.abort('another downstream failed');
         }
         throw exc;
       }));
@@ -430,12 +456,12 @@ class Relay {
       replies = settled.slice(1).map((s) => s.value);
       if (this.splitter !== null) return this.splitter.merge(own, replies);
     } else {
-      await core.work(work);
+      await core.work(work, cancel.signal);
       replies = [];
       for (const d of this.downstreams) {
         const left = (ends - performance.now()) / 1000;
         if (left <= 0) throw new DownstreamError(d.peer, 'timeout', `${budget} s spent before the call`);
-        replies.push(await d.order(request, left, null));
+        replies.push(await d.order(request, left, cancel.signal));
       }
     }
     return this.localWork ? own : replies[0];
@@ -481,4 +507,4 @@ function buildRelay(settings, protocol, registry) {
   });
 }
 
-module.exports = { DEADLINE_HEADER, DownstreamError, Relay, buildRelay };
+module.exports = { DEADLINE_HEADER, DownstreamError, EXPIRED, Relay, buildRelay };

@@ -19,7 +19,7 @@ const contract = require('../contract');
 const { startCall } = require('../metrics');
 const { writeDrained } = require('../drain');
 const proto = require('../proto');
-const { DownstreamError } = require('../hops');
+const { DownstreamError, EXPIRED } = require('../hops');
 
 // Streams stop producing once the client has gone: the call cancelled.
 const drained = (stream, piece) => writeDrained(stream, piece, 'cancelled', () => stream.cancelled || stream.destroyed);
@@ -86,6 +86,32 @@ function remaining(call) {
   return Number.isFinite(deadline) ? (deadline - Date.now()) / 1000 : null;
 }
 
+/** Whether ``call``, just cancelled, was cancelled by its deadline (see handlers). */
+function expired(call) {
+  const deadline = Number(call.getDeadline());
+  return Number.isFinite(deadline) && Date.now() >= deadline - DEADLINE_SLACK_MS;
+}
+
+/** What ``work(signal)`` resolves to, ``signal`` aborted once ``call`` is cancelled (its client
+ * has gone, or its deadline passed: EXPIRED, which the calls downstream count as their timeout):
+ * an order's work and downstream calls then stop, where they ran to their end for nobody. The
+ * call has been counted by its cancel (handlers' ``cancelled``); what the stopped work threw is
+ * answered CANCELLED, which grpc-js no longer sends. */
+async function untilCancelled(call, work) {
+  const gone = new AbortController();
+  const cancel = () => gone.abort(expired(call) ? EXPIRED : undefined);
+  call.once('cancelled', cancel);
+  if (call.cancelled) cancel();
+  try {
+    return await work(gone.signal);
+  } catch (exc) {
+    if (gone.signal.aborted) throw new Refused(grpc.status.CANCELLED, 'the call was cancelled');
+    throw exc;
+  } finally {
+    call.removeListener('cancelled', cancel);
+  }
+}
+
 function behaviours(methods, limits, relay) {
   const strict = proto.decoders();
   const decode = Object.fromEntries(Object.entries(methods).map(([name, m]) => [name, decoder(m, strict[name])]));
@@ -104,13 +130,18 @@ function behaviours(methods, limits, relay) {
         char_count: t.charCount,
         order,
       });
-      if (relay === null) return encode.ProcessOrder(reply(await core.processOrder(order, r.work_ms, r.count_words, limits)));
+      if (relay === null) {
+        const work = (gone) => core.processOrder(order, r.work_ms, r.count_words, limits, gone);
+        // Only an order with work to do watches for its cancel (a listener each).
+        return encode.ProcessOrder(reply(await (r.work_ms ? untilCancelled(call, work) : work())));
+      }
       // Splitting, the downstreams count the words: this hop only adds their counts up.
       const counts = r.count_words && relay.splitter === null;
       const own = reply(core.checkOrder(order, r.work_ms, counts, limits));
       // The caller's deadline bounds the downstream calls: it propagates. The order travels on
       // as the bytes received; the answer is a downstream's reply as received, or this hop's.
-      const answer = await relay.order({ raw, decoded: r }, own, r.work_ms, remaining(call));
+      // A cancelled order's calls downstream are cancelled too.
+      const answer = await untilCancelled(call, (gone) => relay.order({ raw, decoded: r }, own, r.work_ms, remaining(call), gone));
       return Buffer.isBuffer(answer) ? answer : encode.ProcessOrder(answer);
     },
     // (raw request, admit) -> reply: ``admit(n)`` holds n bytes of the budget until the call ends
@@ -235,8 +266,7 @@ function handlers(b, metrics, holds) {
   // Usually the client's own deadline cancels the call first (RST_STREAM), a little before the
   // server's copy of it, which runs from the headers' arrival: so "at the deadline" has slack.
   const cancelled = (call, measured) => call.on('cancelled', () => {
-    const deadline = Number(call.getDeadline());
-    if (Number.isFinite(deadline) && Date.now() >= deadline - DEADLINE_SLACK_MS) {
+    if (expired(call)) {
       measured.finish('timeout', 'DEADLINE_EXCEEDED');
     } else {
       measured.finish('cancelled', 'CANCELLED');

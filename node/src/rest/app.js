@@ -19,6 +19,7 @@ const { startCall } = require('../metrics');
 const { writeDrained } = require('../drain');
 const { DEADLINE_HEADER, DownstreamError } = require('../hops');
 const codec = require('./codec');
+const { ClientGone, untilGone } = require('./departure');
 const json = require('./json');
 const { answerParserErrors } = require('./parser');
 const protobuf = require('./protobuf');
@@ -82,6 +83,7 @@ function statusOf(exc) {
   if (exc instanceof validate.Invalid) return 422;
   if (exc instanceof Overloaded) return 503;
   if (exc instanceof HttpError) return exc.status;
+  if (exc instanceof ClientGone) return 499;
   // 504 when the downstream ran out of time, else 502: the fault is past this service, and
   // neither is 503, which here means "this service refuses the call for load" (rest/app.py).
   if (exc instanceof DownstreamError) return exc.reason === 'timeout' ? 504 : 502;
@@ -246,14 +248,18 @@ function routes(limits, relay) {
       if (!isJson(media)) throw new validate.Invalid('body', 'Input should be a valid dictionary or object to extract fields from');
       const request = validate.orderRequest(orderJson(body));
       if (relay === null) {
-        const totals = await core.processOrder(request.order, request.work_ms, request.count_words, limits);
+        const work = (gone) => core.processOrder(request.order, request.work_ms, request.count_words, limits, gone);
+        // Only an order with work to do watches for its client's departure (a listener each).
+        const totals = await (request.work_ms ? untilGone(res, work) : work());
         sendJson(res, 200, codec.replyJson(ownReply(request, totals)));
         return;
       }
       // Splitting, the downstreams count the words: this hop only adds their counts up.
       const counts = request.count_words && relay.splitter === null;
       const own = ownReply(request, core.checkOrder(request.order, request.work_ms, counts, limits));
-      const reply = await relay.order(request, own, request.work_ms, deadlineOf(req));
+      const deadline = deadlineOf(req);
+      // A departed client's calls downstream are cancelled too, as gRPC's are.
+      const reply = await untilGone(res, (gone) => relay.order(request, own, request.work_ms, deadline, gone));
       sendJson(res, 200, codec.replyJson(reply));
     },
     async server_stream(req, res, params) {

@@ -2,6 +2,7 @@
 // Protobuf over REST, as services/wirelab/rest/protobuf.py: `POST /v1/orders` with an
 // application/x-protobuf body is gRPC's OrderRequest, answered with its OrderReply.
 const core = require('../core');
+const { untilGone } = require('./departure');
 
 const MEDIA = 'application/x-protobuf';
 const ACCEPTED = new Set([MEDIA, 'application/*', '*/*']);
@@ -40,7 +41,8 @@ async function answer(res, body, limits) {
     throw new core.CoreError(`body is not a protobuf wirelab.v1.OrderRequest: ${exc.message}`);
   }
   const order = r.order || {};
-  const t = await core.processOrder(order, r.work_ms, r.count_words, limits);
+  const work = (gone) => core.processOrder(order, r.work_ms, r.count_words, limits, gone);
+  const t = await (r.work_ms ? untilGone(res, work) : work());
   const reply = orderCodec().encode({
     order_id: order.order_id || '',
     item_count: t.itemCount,
