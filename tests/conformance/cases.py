@@ -486,4 +486,20 @@ CASES: list[Case] = [
         200,
         counted("server_stream", 200),
     ),
+    # A protobuf order whose client has gone stops working and counts 499, as a JSON one does
+    # (each REST runtime reads protobuf orders on a path of its own).
+    Case(
+        "protobuf-order-client-leaves-while-working",
+        Rest(
+            http(
+                "POST",
+                "/v1/orders",
+                pb.OrderRequest(work_ms=20000).SerializeToString(),
+                (("Content-Type", "application/x-protobuf"),),
+            ),
+            leave="unary",
+        ),
+        None,
+        counted("unary", 499),
+    ),
 ]
