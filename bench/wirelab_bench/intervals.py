@@ -13,7 +13,7 @@ from scipy import stats
 from wirelab_bench.histo import quantile
 
 Z95 = float(stats.norm.ppf(0.975))
-# What a within-run interval leaves out: the issue 37 smoke runs put the run-to-run CV of a
+# What a within-run interval leaves out: three smoke runs on 28 Nov put the run-to-run CV of a
 # kind's gRPC/REST calls-per-second ratio at 14-41 %, far wider than any one window's spread.
 WITHIN_RUN = "within this run only; the spread from run to run is not in it"
 

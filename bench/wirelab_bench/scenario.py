@@ -11,7 +11,7 @@ from wirelab.contract import KINDS_BY_PROTOCOL
 # Per cell beyond its phases (Locust start and stop, health and parity checks, the export delay
 # and the Prometheus export) when the scenario has no complete run in the results folder to
 # measure it from (wirelab_bench.cellcost): `make bench SCENARIO=smoke` three times on an idle
-# lab on this project's 2-core machine took 1:15-1:22 for 16 cells of 2 s (issue 37, 28 Nov),
+# lab on this project's 2-core machine took 1:15-1:22 for 16 cells of 2 s (three runs, 28 Nov),
 # (75..82 s - 32 s) / 16 = 2.7..3.1 s a cell; 8.8 s was measured before Locust's stop stopped
 # hanging (docs/measurements.md). A run corrects it from its own cells (progress.Estimate).
 CELL_OVERHEAD_S = 3.0

@@ -15,7 +15,7 @@ from wirelab_bench.scenario import CELL_OVERHEAD_S
 from wirelab_bench.scenario_file import load_scenario
 
 SMOKE = REPO / "scenarios" / "smoke.toml"
-# issue 37: `make bench SCENARIO=smoke` three times on an idle lab, 16/16 cells each.
+# `make bench SCENARIO=smoke` three times on an idle lab (28 Nov), 16/16 cells each.
 SMOKE_RUNS_S = (75, 80, 82)
 
 

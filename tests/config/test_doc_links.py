@@ -28,20 +28,22 @@ EXTERNAL = re.compile(r"^[a-z][a-z0-9+.-]*:", re.IGNORECASE)  # http:, https:, m
 OUTSIDE = re.compile(r"(?i:\bissue[- ]#?\d+|\bthe issue's\b|\bthe spec\b)|\bSPEC\b")
 
 
-def pages() -> list[Path]:
-    """Every page git tracks (README.md, docs/, any other); outside a git checkout, every page
-    outside hidden and ignored folders."""
+def pages(*globs: str) -> list[Path]:
+    """Every page git tracks (README.md, docs/, any other), or every file matching ``globs``;
+    outside a git checkout, those outside hidden and ignored folders."""
+    globs = globs or ("*.md",)
     if shutil.which("git") and (REPO / ".git").exists():
         listed = subprocess.run(
-            ["git", "ls-files", "-z", "--", "*.md"], cwd=REPO, capture_output=True, text=True
+            ["git", "ls-files", "-z", "--", *globs], cwd=REPO, capture_output=True, text=True
         )
         tracked = [REPO / name for name in listed.stdout.split("\0") if name]
         return sorted(p for p in tracked if p.exists())
     found = []
-    for page in REPO.rglob("*.md"):
-        folders = page.relative_to(REPO).parts[:-1]
-        if not any(f.startswith(".") or f in NOT_PAGES for f in folders):
-            found.append(page)
+    for glob in globs:
+        for page in REPO.rglob(glob):
+            folders = page.relative_to(REPO).parts[:-1]
+            if not any(f.startswith(".") or f in NOT_PAGES for f in folders):
+                found.append(page)
     return sorted(found)
 
 
@@ -144,5 +146,20 @@ def test_no_page_cites_what_the_repository_does_not_hold() -> None:
         f"{p.relative_to(REPO)}: ...{m.string[max(m.start() - 40, 0) : m.end() + 40]}..."
         for p in pages()
         for m in OUTSIDE.finditer(" ".join(p.read_text().split()))
+    ]
+    assert not cited, "\n".join(cited)
+
+
+def test_no_code_comment_cites_what_the_repository_does_not_hold() -> None:
+    """The same for the code, its comments and its scenario and config files: what an issue
+    said is stated in place (a figure with the command behind it), never cited."""
+    code = pages("*.py", "*.js", "*.go", "*.toml", "*.yaml", "*.yml", "*.sh")
+    assert Path(__file__) in code
+    cited = [
+        f"{p.relative_to(REPO)}:{n}: {line.strip()}"
+        for p in code
+        if p != Path(__file__)
+        for n, line in enumerate(p.read_text().splitlines(), 1)
+        if OUTSIDE.search(line)
     ]
     assert not cited, "\n".join(cited)

@@ -136,7 +136,7 @@ async def test_pingpong_cancelled_midway_counts_cancelled(
 ) -> None:
     # Before, aio counted it ok: the request stream ends alike when closed and when the call
     # is cancelled, so the behaviour ended well, and grpc then skipped the status it could not
-    # send (the conformance suite found it, issue 33).
+    # send (the conformance suite, tests/conformance, found it).
     stop = asyncio.Event()
 
     async def pings() -> AsyncIterator[pb.Ping]:
