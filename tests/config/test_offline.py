@@ -23,8 +23,9 @@ NO_REGISTRY = 'Error response from daemon: Get "https://registry-1.docker.io/v2/
 # `docker` as each test needs it: `info` answers, or prints $FAKE_INFO_ERROR until a (fake)
 # dockerd has created the file $FAKE_ENGINE; `pull` and
 # `image inspect` of upstream images fail (the stand-ins, or those matching $FAKE_PRESENT, are
-# "present"); `ps` prints $FAKE_PS; `compose config` is the real plugin, other compose calls and `build` succeed; every
-# call is logged to $FAKE_LOG, and the compose files of each `compose up` to $FAKE_LOG.files.
+# "present"); `ps` prints $FAKE_PS; `compose config` is the real plugin, other compose calls
+# and `build` succeed; every call is logged to $FAKE_LOG, and the compose files of each
+# `compose up` to $FAKE_LOG.files.
 FAKE_DOCKER = """#!/usr/bin/env bash
 echo "$*" >>"$FAKE_LOG"
 [[ "$1 ${2:-}" == "compose up" ]] && echo "${COMPOSE_FILE:-}" >>"$FAKE_LOG.files"
