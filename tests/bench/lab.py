@@ -17,7 +17,9 @@ import httpx
 import pytest
 from wirelab_bench.cli import main
 from wirelab_bench.health import grpc_healthy, rest_healthy
-from wirelab_bench.knobs import LOADGEN_BINARY, REPO
+from wirelab_bench.knobs import LOADGEN_BINARY
+
+from tests.gobuild import go_build
 
 
 @dataclass
@@ -110,15 +112,13 @@ def running_services(
         _stop(list(found.procs.values()))
 
 
-def prometheus_binary() -> str | None:
-    """A Prometheus server binary: $PROMETHEUS, the PATH, or the Debian package the config
-    tests unpack under .cache/."""
-    candidates = [
-        os.environ.get("PROMETHEUS", ""),
-        shutil.which("prometheus") or "",
-        str(REPO / ".cache" / "promtool" / "root" / "usr" / "bin" / "prometheus"),
-    ]
-    return next((c for c in candidates if c and os.access(c, os.X_OK)), None)
+def prometheus_binary() -> str:
+    """A Prometheus server binary: $PROMETHEUS, else the pinned release the lab runs, built once
+    from the Go module proxy (offline/go-build)."""
+    given = os.environ.get("PROMETHEUS", "")
+    if given and os.access(given, os.X_OK):
+        return given
+    return str(go_build("prometheus") / "prometheus")
 
 
 @contextmanager

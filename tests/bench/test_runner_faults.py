@@ -102,8 +102,6 @@ def test_server_columns_from_prometheus_when_no_direct_scrape(
     services: Services, tmp_path: Path
 ) -> None:
     binary = prometheus_binary()
-    if binary is None:
-        pytest.skip("no Prometheus binary ($PROMETHEUS, PATH, or .cache from tests/config)")
     scenario = tmp_path / "prom.toml"
     scenario.write_text(SCENARIO.format(duration=4, kinds='["download"]'))
     results = tmp_path / "results"
