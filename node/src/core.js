@@ -234,6 +234,19 @@ function pong(seq, data, limits) {
   return [seq, data];
 }
 
+/** The protobuf OrderReply of a checked order: its totals (int64 as a string, as protobufjs
+ * takes it) and the order echoed. The gRPC service and REST's protobuf orders both answer it. */
+function orderReply(order, totals) {
+  return {
+    order_id: order.order_id || '',
+    item_count: totals.itemCount,
+    total_cents: String(totals.totalCents),
+    word_count: totals.wordCount,
+    char_count: totals.charCount,
+    order,
+  };
+}
+
 module.exports = {
   CoreError,
   Hasher,
@@ -247,6 +260,7 @@ module.exports = {
   digest,
   hashBlob,
   messages,
+  orderReply,
   orderTooLarge,
   orderTotals,
   payload,

@@ -122,14 +122,7 @@ function behaviours(methods, limits, relay) {
       if (raw.length > limits.maxOrderBytes) throw core.orderTooLarge(limits);
       const r = decode.ProcessOrder(raw);
       const order = r.order || {};
-      const reply = (t) => ({
-        order_id: order.order_id || '',
-        item_count: t.itemCount,
-        total_cents: String(t.totalCents),
-        word_count: t.wordCount,
-        char_count: t.charCount,
-        order,
-      });
+      const reply = (t) => core.orderReply(order, t);
       if (relay === null) {
         const work = (gone) => core.processOrder(order, r.work_ms, r.count_words, limits, gone);
         // Only an order with work to do watches for its cancel (a listener each).

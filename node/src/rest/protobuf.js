@@ -43,14 +43,7 @@ async function answer(res, body, limits) {
   const order = r.order || {};
   const work = (gone) => core.processOrder(order, r.work_ms, r.count_words, limits, gone);
   const t = await (r.work_ms ? untilGone(res, work) : work());
-  const reply = orderCodec().encode({
-    order_id: order.order_id || '',
-    item_count: t.itemCount,
-    total_cents: String(t.totalCents),
-    word_count: t.wordCount,
-    char_count: t.charCount,
-    order,
-  });
+  const reply = orderCodec().encode(core.orderReply(order, t));
   res.writeHead(200, { 'content-type': MEDIA, 'content-length': reply.length });
   res.end(reply);
 }
