@@ -1,4 +1,4 @@
-"""Memory gRPC calls need, per path and server mode: the peak RSS large transfers add.
+"""Memory payload calls need: the peak RSS large transfers add, per path and server mode.
 
 Each cell gets a fresh `python -m wirelab.rpc` (metrics on, as in the lab) pinned to one core;
 after a small warm-up call, its high-water mark (VmHWM) is read, the transfers run and the mark
@@ -6,7 +6,9 @@ is read again. First one transfer per path: what that call needed at its peak, w
 grpc, protobuf and the service made, in MiB and as a multiple of the payload (what the payload
 budget, WIRELAB_PAYLOAD_BUDGET_BYTES, should be read against). Then a burst: concurrent
 one-message transfers, each on a channel of its own, with the budget (room for one) and
-without, and how many were refused.
+without, and how many were refused. Last, with ``--bursts``, the lab's bursts (perf/bursts.py):
+N concurrent calls of every payload path on both runtimes and both protocols, each service
+fresh on its lab defaults, the peak RSS of the service process against the container's limit.
 """
 
 from __future__ import annotations
@@ -20,16 +22,24 @@ from wirelab import core
 from wirelab.v1 import wirelab_pb2 as pb
 from wirelab.v1 import wirelab_pb2_grpc as pb_grpc
 
-from wirelab_bench.benchknobs import parser
+from wirelab_bench.benchknobs import listed, parser
+from wirelab_bench.perf import bursts
 from wirelab_bench.perf.svcprocs import CLIENT_CPU, SERVER_CPU, pin, service
 
 MIB = 1024 * 1024
 KNOBS = (
-    ("size-mib", int, 64, "payload of the one transfer per path, MiB"),
+    ("size-mib", int, 64, "payload of the one transfer per path, MiB (0: none)"),
     ("chunk-bytes", int, MIB, "chunk size of the chunked paths"),
     ("modes", str, "aio,sync", "gRPC server modes, comma-separated"),
     ("burst", int, 8, "concurrent one-message transfers in the burst (0: no burst)"),
     ("burst-mib", int, 32, "payload of each transfer in the burst, MiB"),
+    ("bursts", str, "", "the lab's bursts: concurrent calls per cell, comma-separated ('': none)"),
+    ("bursts-mib", int, 256, "payload of each call in the lab's bursts, MiB"),
+    ("runtimes", str, "python,node", "runtimes of the lab's bursts"),
+    ("protocols", str, "rest,grpc", "protocols of the lab's bursts"),
+    ("kinds", str, ",".join(bursts.PATHS), "payload paths of the lab's bursts"),
+    ("python-args", str, "", "more flags for the Python services of the lab's bursts"),
+    ("node", str, "node", "the node binary"),
 )
 Transfer = Callable[[pb_grpc.WireLabStub, int, int], int]
 
@@ -120,15 +130,16 @@ def main(argv: list[str] | None = None) -> int:
     prog = "python -m wirelab_bench.perf.grpc_memory"
     args = parser(prog, __doc__, "WIRELAB_GRPC_MEMORY", KNOBS).parse_args(argv)
     pin(CLIENT_CPU)
-    size = args.size_mib * MIB
-    print(f"peak RSS added by one {args.size_mib} MiB call (fresh server per cell)")
-    print(f"{'path':<24}" + "".join(f"{mode:>22}" for mode in args.modes.split(",")))
-    for name, transfer in PATHS.items():
-        cells = []
-        for mode in args.modes.split(","):
-            grown = measure(mode, transfer, size, args.chunk_bytes)
-            cells.append(f"{grown / MIB:8.0f} MiB ({grown / size:4.1f}x)")
-        print(f"{name:<24}" + "".join(f"{cell:>22}" for cell in cells), flush=True)
+    if args.size_mib:
+        size = args.size_mib * MIB
+        print(f"peak RSS added by one {args.size_mib} MiB call (fresh server per cell)")
+        print(f"{'path':<24}" + "".join(f"{mode:>22}" for mode in args.modes.split(",")))
+        for name, transfer in PATHS.items():
+            cells = []
+            for mode in args.modes.split(","):
+                grown = measure(mode, transfer, size, args.chunk_bytes)
+                cells.append(f"{grown / MIB:8.0f} MiB ({grown / size:4.1f}x)")
+            print(f"{name:<24}" + "".join(f"{cell:>22}" for cell in cells), flush=True)
     if args.burst:
         size = args.burst_mib * MIB
         budget = 4 * size + size // 4  # room for one call at a time, charged at its peak
@@ -143,7 +154,40 @@ def main(argv: list[str] | None = None) -> int:
                 path = name.split(",")[0]
                 label = f"{path}, {room // MIB} MiB" if room else f"{path}, off"
                 print(f"{label:<30}" + "".join(f"{cell:>18}" for cell in cells), flush=True)
+    if args.bursts:
+        cli = parser(prog, __doc__, "WIRELAB_GRPC_MEMORY", KNOBS)
+        _lab_bursts(
+            [int(n) for n in args.bursts.split(",")],
+            args.bursts_mib * MIB,
+            listed(cli, args.runtimes, bursts.RUNTIMES, "runtimes"),
+            listed(cli, args.protocols, bursts.PROTOCOLS, "protocols"),
+            listed(cli, args.kinds, bursts.PATHS, "kinds"),
+            args.node,
+            args.python_args.split(),
+        )
     return 0
+
+
+def _lab_bursts(
+    counts: list[int],
+    size: int,
+    runtimes: list[str],
+    protocols: list[str],
+    kinds: list[str],
+    node: str,
+    python_args: list[str],
+) -> None:
+    """The lab's bursts (perf/bursts.py): one row per runtime, protocol and path."""
+    print(f"\n{size // MIB} MiB calls at once: peak RSS of the service, served / refused")
+    print(f"{'runtime, path':<36}" + "".join(f"{f'{n} at once':>26}" for n in counts))
+    for runtime, protocol, kind in bursts.cells(runtimes, protocols, kinds):
+        start = bursts.starter(runtime, protocol, node, python_args)
+        row = []
+        for n in counts:
+            peak, ended = bursts.burst(start, protocol, kind, n, size)
+            row.append(f"{peak / MIB:6.0f} MiB, {bursts.ended_text(ended)}")
+        label = f"{runtime} {protocol} {bursts.PATHS[kind][protocol]}"
+        print(f"{label:<36}" + "".join(f"{cell:>26}" for cell in row), flush=True)
 
 
 if __name__ == "__main__":
