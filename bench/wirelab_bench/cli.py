@@ -1,4 +1,4 @@
-"""The `wirelab` command: `wirelab bench <scenario>` runs a scenario into a results folder."""
+"""The `wirelab` command: the runner, the report, the comparison and the lab's own experiments."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from pathlib import Path
 from wirelab_bench import knobs as knob_table
 from wirelab_bench.cellcost import cell_cost
 from wirelab_bench.network import DIRECT, NetworkError, Toxiproxy, load_profiles
+from wirelab_bench.perf import commands as experiments
 from wirelab_bench.report import NOTEBOOK, render, resolve_run
 from wirelab_bench.runner import EXIT_LAB_NOT_READY, EXIT_USAGE, run
 from wirelab_bench.scenario_file import ScenarioError, check_routes, load_scenario, resolve
@@ -38,7 +39,13 @@ COMPARE_EPILOG = """exit codes (a CI gate):
 
 
 def parser() -> argparse.ArgumentParser:
-    top = argparse.ArgumentParser(prog="wirelab", description="wirelab lab commands")
+    top = argparse.ArgumentParser(
+        prog="wirelab",
+        description="wirelab lab commands",
+        epilog="the lab's own experiments, `wirelab perf <name> --help` for each one's options:\n"
+        + experiments.listing(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     sub = top.add_subparsers(dest="command", required=True)
     bench = sub.add_parser(
         "bench",
@@ -116,11 +123,28 @@ def parser() -> argparse.ArgumentParser:
     )
     # The runner's own knobs for these two: one default, one variable each.
     knob_table.add_arguments(network, only=("toxiproxy_url", "network_profiles"))
+    perf = sub.add_parser(
+        "perf",
+        help="run one of the lab's own experiments (listed below)",
+        description="The lab's own performance: benchmarks that print figures (docs/perf.md). "
+        "Everything after the experiment's name is its own options.",
+    )
+    names = perf.add_subparsers(dest="experiment", required=True, metavar="<experiment>")
+    for name in experiments.EXPERIMENTS:
+        # No help of its own: `--help` after the name goes to the experiment's parser. argparse
+        # formats a help line with %, so a "70 %" in it is escaped.
+        line = experiments.summary(name).replace("%", "%%")
+        names.add_parser(name, help=line, add_help=False)
     return top
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    cli = parser()
+    args, rest = cli.parse_known_args(argv)
+    if args.command == "perf":
+        return experiments.run(args.experiment, rest)
+    if rest:
+        cli.error(f"unrecognized arguments: {' '.join(rest)}")
     if args.command == "report":
         return _report(args)
     if args.command == "network":

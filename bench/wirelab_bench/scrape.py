@@ -14,7 +14,7 @@ from wirelab_bench.promql import Sample
 # may follow). The runner reads pages several times a cell, on the machine under test, while the
 # load runs. prometheus_client.parser reads a character at a time: 55 ms of CPU per read of a
 # Locust child's page (1,496 samples) against 11 ms for these two expressions
-# (`python -m wirelab_bench.perf.scrape`), and 17 s of a 49 s tiny run (8 cells, cProfile).
+# (`wirelab perf scrape-cost`), and 17 s of a 49 s tiny run (8 cells, cProfile).
 # tests/bench/test_scrape.py holds them to the library's reading of real pages, escapes included.
 _LINE = re.compile(r"([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?[ \t]+(\S+)")
 _LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"')

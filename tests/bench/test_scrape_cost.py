@@ -1,4 +1,4 @@
-"""python -m wirelab_bench.perf.scrape times the services' render of each service's page and
+"""wirelab perf scrape-cost times the services' render of each service's page and
 prometheus_client's, then the runner's reader and the library's parser on each page and a Locust
 child's."""
 
@@ -8,7 +8,7 @@ import re
 
 import pytest
 from prometheus_client import metrics as library_metrics
-from wirelab_bench.perf import scrape
+from wirelab_bench.perf import scrape_cost
 
 
 def test_reports_cpu_per_scrape_for_each_protocol_and_format(
@@ -16,7 +16,7 @@ def test_reports_cpu_per_scrape_for_each_protocol_and_format(
 ) -> None:
     # main() turns _created samples off process-wide, as the services do: restored afterwards.
     monkeypatch.setattr(library_metrics, "_use_created", library_metrics._use_created)
-    assert scrape.main(["--scrapes", "3", "--rounds", "1"]) == 0
+    assert scrape_cost.main(["--scrapes", "3", "--rounds", "1"]) == 0
     lines = capsys.readouterr().out.splitlines()
     renders, reads = lines[:6], lines[6:]
     found = [

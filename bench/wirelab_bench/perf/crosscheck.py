@@ -204,7 +204,7 @@ def _wait_stopped(url: str, timeout: float) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    prog = "python -m wirelab_bench.perf.crosscheck"
+    prog = "wirelab perf crosscheck"
     args = parser(prog, __doc__, "WIRELAB_CROSSCHECK", KNOBS).parse_args(argv)
     missing = [tool for tool in (args.ghz, args.loadgen, "wrk") if shutil.which(tool) is None]
     if missing:

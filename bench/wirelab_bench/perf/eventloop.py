@@ -167,7 +167,7 @@ def summary(arms: Sequence[str], runs: list[dict[str, Result]]) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    prog = "python -m wirelab_bench.perf.eventloop"
+    prog = "wirelab perf eventloop"
     cli = parser(prog, __doc__, "WIRELAB_EVENTLOOP", KNOBS)
     args = cli.parse_args(argv)
     arms = [a for a in args.arms.split(",") if a]

@@ -127,7 +127,7 @@ def burst(mode: str, transfer: Transfer, size: int, calls: int, budget: int) -> 
 
 
 def main(argv: list[str] | None = None) -> int:
-    prog = "python -m wirelab_bench.perf.grpc_memory"
+    prog = "wirelab perf grpc-memory"
     args = parser(prog, __doc__, "WIRELAB_GRPC_MEMORY", KNOBS).parse_args(argv)
     pin(CLIENT_CPU)
     if args.size_mib:

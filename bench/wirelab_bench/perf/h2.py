@@ -281,7 +281,7 @@ def h2load_version(binary: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    prog = "python -m wirelab_bench.perf.h2"
+    prog = "wirelab perf h2"
     cli = parser(prog, __doc__, "WIRELAB_H2", KNOBS)
     args = cli.parse_args(argv)
     if args.metrics not in ("on", "off"):

@@ -441,7 +441,7 @@ def versions(tools: dict[str, str]) -> dict[str, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    prog = "python -m wirelab_bench.perf.hop"
+    prog = "wirelab perf hop"
     cli = parser(prog, __doc__, "WIRELAB_HOP", KNOBS)
     args = cli.parse_args(argv)
     if args.metrics not in ("on", "off"):

@@ -52,7 +52,7 @@ def ratios(results: dict[str, list[Result]]) -> dict[str, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    prog = "python -m wirelab_bench.perf.locust_h2"
+    prog = "wirelab perf locust-h2"
     args = parser(prog, __doc__, "WIRELAB_LOCUST_H2", KNOBS).parse_args(argv)
     exit_on_sigterm()
     results: dict[str, list[Result]] = {c: [] for c in CLIENTS}

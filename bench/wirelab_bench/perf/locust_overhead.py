@@ -116,7 +116,7 @@ KNOBS: tuple[tuple[str, type, Any, str], ...] = (
 
 
 def main(argv: list[str] | None = None) -> int:
-    prog = "python -m wirelab_bench.perf.locust_overhead"
+    prog = "wirelab perf locust-overhead"
     args = parser(prog, __doc__, "WIRELAB_OVERHEAD", KNOBS).parse_args(argv)
     exit_on_sigterm()
     results: dict[tuple[str, str], list[Result]] = {}

@@ -146,7 +146,7 @@ def report(lab: Lab, project: str, window_s: int, end: float, goal: float) -> Ve
 
 
 def main(argv: list[str] | None = None) -> int:
-    prog = "python -m wirelab_bench.perf.monitoring"
+    prog = "wirelab perf monitoring"
     args = parser(prog, __doc__, "WIRELAB_MONITORING", KNOBS).parse_args(argv)
     lab = Lab(args.prometheus_url, args.locust_url)
     lab.wait_for_workers()

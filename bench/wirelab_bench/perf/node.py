@@ -133,7 +133,7 @@ def variants(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    prog = "python -m wirelab_bench.perf.node"
+    prog = "wirelab perf node"
     cli = parser(prog, __doc__, "WIRELAB_NODEPERF", KNOBS)
     args = cli.parse_args(argv)
     comparisons = listed(cli, args.compare, COMPARISONS, "comparison")

@@ -87,7 +87,7 @@ def plot(runs: dict[tuple[str, str], list[OpenRun]], path: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser("python -m wirelab_bench.perf.openloop", __doc__, "WIRELAB_OPENLOOP", KNOBS)
+    args = parser("wirelab perf openloop", __doc__, "WIRELAB_OPENLOOP", KNOBS)
     ns = args.parse_args(argv)
     rates = [float(r) for r in ns.rates.split(",")]
     if rates != sorted(rates) or not rates or rates[0] <= 0:

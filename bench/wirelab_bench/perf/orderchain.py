@@ -160,7 +160,7 @@ def rotation(arms: Sequence[str], index: int) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser("python -m wirelab_bench.perf.orderchain", __doc__, "WIRELAB_ORDERCHAIN", KNOBS)
+    args = parser("wirelab perf orderchain", __doc__, "WIRELAB_ORDERCHAIN", KNOBS)
     ns = args.parse_args(argv)
     try:
         loads = [int(x) for x in ns.loads.split(",")]

@@ -356,7 +356,7 @@ def summarize(
 
 
 def main(argv: list[str] | None = None) -> int:
-    prog = "python -m wirelab_bench.perf.overhead"
+    prog = "wirelab perf overhead"
     cli = parser(prog, __doc__, "WIRELAB_OBSERVER", KNOBS)
     args = cli.parse_args(argv)
     if args.against not in ("off", "on"):

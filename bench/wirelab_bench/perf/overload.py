@@ -95,7 +95,7 @@ def overload(protocol: str, a: argparse.Namespace, ghz_binary: str) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser("python -m wirelab_bench.perf.overload", __doc__, "WIRELAB_OVERLOAD", KNOBS)
+    args = parser("wirelab perf overload", __doc__, "WIRELAB_OVERLOAD", KNOBS)
     parsed = args.parse_args(argv)
     protocols = [p for p in parsed.protocols.split(",") if p]
     ghz_binary = find_ghz(parsed.ghz) if "grpc" in protocols else ""

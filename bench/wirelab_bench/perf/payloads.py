@@ -1,11 +1,11 @@
-"""Large-payload throughput: one-message and chunked paths on both protocols, next to the
-loopback ceiling measured by the same command.
+"""Large-payload throughput: one-message and chunked paths on both protocols, and the ceiling.
 
 Both services run as real processes (metrics on, as in the lab) pinned to one core; this
 process is the client on the other core. Each path moves the deterministic payload of each
 size, checks size and SHA-256 after the clock stops, and reports the median of the repeats
-in MB/s (10^6 bytes per second of payload). The ceiling is a raw TCP transfer between two
-Python processes on the same two cores: what any transport here could reach at best.
+in MB/s (10^6 bytes per second of payload). The ceiling, measured by the same command, is a raw
+TCP transfer between two Python processes on the same two cores: what any transport here could
+reach at best.
 """
 
 from __future__ import annotations
@@ -154,9 +154,7 @@ def measure(transfer: Transfer, size: int, repeats: int) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser(
-        "python -m wirelab_bench.perf.payloads", __doc__, "WIRELAB_PAYLOADS", KNOBS
-    ).parse_args(argv)
+    args = parser("wirelab perf payloads", __doc__, "WIRELAB_PAYLOADS", KNOBS).parse_args(argv)
     sizes = [int(s) * MIB for s in args.sizes.split(",") if s]
     step = args.chunk_bytes
     pin(CLIENT_CPU)

@@ -1,5 +1,4 @@
-"""Benchmark: what each service's container healthcheck costs, in CPU, inside the container it
-checks.
+"""Benchmark: what each service's container healthcheck costs, in CPU, inside its container.
 
 Docker runs compose.yaml's healthcheck every ``interval`` in the service's own container, so its
 CPU is counted in cAdvisor's figure for that container and against its CPU limit: an uneven cost
@@ -107,7 +106,7 @@ def cpu_per_check(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    prog = "python -m wirelab_bench.perf.probes"
+    prog = "wirelab perf probes"
     cli = parser(prog, __doc__, "WIRELAB_PROBES", KNOBS)
     args = cli.parse_args(argv)
     names = listed(cli, args.services, CHECKED, "service")

@@ -91,7 +91,7 @@ def soak(protocol: str, a: argparse.Namespace, ghz_binary: str) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser("python -m wirelab_bench.perf.soak", __doc__, "WIRELAB_SOAK", KNOBS)
+    args = parser("wirelab perf soak", __doc__, "WIRELAB_SOAK", KNOBS)
     parsed = args.parse_args(argv)
     protocols = [p for p in parsed.protocols.split(",") if p]
     ghz_binary = find_ghz(parsed.ghz) if "grpc" in protocols else ""

@@ -1,8 +1,9 @@
-"""Benchmark: CPU per scrape of a service's wirelab_server_* families, as the services render them
+"""Benchmark: CPU per scrape of the services' /metrics pages, and per read of them by the runner.
+
+Each service's wirelab_server_* families after calls of every kind, as the services render them
 (wirelab.exposition.TextPage, text 0.0.4) and as prometheus_client does (text 0.0.4 and
-OpenMetrics), after calls of every kind; then CPU
-per read of each page and of a Locust child's page by the runner's reader (wirelab_bench.scrape)
-and by prometheus_client's parser, which the runner used before."""
+OpenMetrics); then CPU per read of each page and of a Locust child's page by the runner's reader
+(wirelab_bench.scrape) and by prometheus_client's parser, which the runner used before."""
 
 from __future__ import annotations
 
@@ -83,9 +84,7 @@ def _locust_page() -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     disable_created_metrics()  # type: ignore[no-untyped-call]  # as wirelab.serving does
-    a = parser("python -m wirelab_bench.perf.scrape", __doc__, "WIRELAB_SCRAPE", KNOBS).parse_args(
-        argv
-    )
+    a = parser("wirelab perf scrape-cost", __doc__, "WIRELAB_SCRAPE", KNOBS).parse_args(argv)
     pages: dict[str, str] = {}
     for protocol in EDGE_PROTOCOLS:
         registry = CollectorRegistry()
