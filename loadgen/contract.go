@@ -7,7 +7,7 @@ import (
 )
 
 // Contract is what the generator reads from the lab's metric contract
-// (services/wirelab/contract/metrics.json), the file every runtime reads, so its series have the
+// (contract/metrics.json), the file every runtime reads, so its series have the
 // Python and Node.js clients' names, help, labels, outcomes and buckets.
 type Contract struct {
 	Outcomes           []string `json:"outcomes"`

@@ -19,7 +19,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 )
 
-const contractPath = "../services/wirelab/contract/metrics.json"
+const contractPath = "../contract/metrics.json"
 
 func contract(t *testing.T) *Contract {
 	t.Helper()

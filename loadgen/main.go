@@ -58,7 +58,7 @@ func parse(args []string) (*Options, error) {
 	fs.StringVar(&o.Body, "body", "", "the order request as JSON (the REST body; proto JSON names)")
 	fs.StringVar(&o.Proto, "proto", "", "grpc: the folder holding wirelab/v1/wirelab.proto")
 	fs.StringVar(&o.HTTP, "http", "1.1", "rest: 1.1, or h2c (cleartext HTTP/2, prior knowledge)")
-	fs.StringVar(&o.Contract, "contract", "", "the metric contract, services/wirelab/contract/metrics.json")
+	fs.StringVar(&o.Contract, "contract", "", "the metric contract, contract/metrics.json")
 	fs.StringVar(&o.Mode, "mode", "open", "open: calls start on a schedule; closed: -workers users each wait for their answer")
 	fs.StringVar(&o.Arrivals, "arrivals", "constant", "open mode: constant (evenly spaced) or poisson")
 	fs.Float64Var(&o.Rate, "rate", 0, "open mode: calls per second")

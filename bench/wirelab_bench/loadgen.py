@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import wirelab.contract
+from wirelab.contract.folder import FOLDER
 
 from wirelab_bench.knobs import LOADGEN_BINARY, REPO
 
@@ -19,8 +19,8 @@ BINARY = Path(LOADGEN_BINARY)
 # (the runner's knob loadgen_proto; the bench image keeps a copy at /opt/wirelab/proto).
 PROTO_ROOT = REPO / "proto"
 # The metric contract: the generator's series take their names, outcomes and buckets from it.
-# Read where the wirelab package is installed: a checkout and the bench image alike.
-CONTRACT = Path(wirelab.contract.__file__).with_name("metrics.json")
+# Read where the wirelab package finds it: a checkout's contract/ and the bench image's copy alike.
+CONTRACT = FOLDER / "metrics.json"
 ARRIVALS = ("constant", "poisson")
 
 

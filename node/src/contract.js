@@ -1,5 +1,5 @@
 'use strict';
-// The metric contract (services/wirelab/contract/metrics.json) read as data, and the outcome
+// The metric contract (contract/metrics.json) read as data, and the outcome
 // mapping of services/wirelab/contract/__init__.py (http_outcome, grpc_outcome), and its peer names
 // of downstream addresses (peer_of, address_of).
 const fs = require('node:fs');

@@ -8,6 +8,6 @@ module.exports = {
   ROOT,
   PROTO: path.join(ROOT, 'proto', 'wirelab', 'v1', 'wirelab.proto'),
   PROTO_ROOT: path.join(ROOT, 'proto'),
-  CONTRACT: path.join(ROOT, 'services', 'wirelab', 'contract', 'metrics.json'),
-  KNOBS_FILE: path.join(ROOT, 'services', 'wirelab', 'contract', 'knobs.json'),
+  CONTRACT: path.join(ROOT, 'contract', 'metrics.json'),
+  KNOBS_FILE: path.join(ROOT, 'contract', 'knobs.json'),
 };

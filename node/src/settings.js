@@ -1,5 +1,5 @@
 'use strict';
-// The WIRELAB_* knobs this runtime honours: those of services/wirelab/contract/knobs.json, the
+// The WIRELAB_* knobs this runtime honours: those of contract/knobs.json, the
 // one table both runtimes read (name, type, default, help), whose `runtimes` name node. The
 // Python servers' own machinery (handler modes, thread pools, the AMQP arm) is not implemented
 // here, and node_workers is Node's own: docs/node.md.

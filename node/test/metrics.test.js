@@ -1,6 +1,6 @@
 'use strict';
 // The prom-client families are the contract's: names, help, labels, buckets, pre-initialised
-// series, read from services/wirelab/contract/metrics.json and compared here with what is exposed.
+// series, read from contract/metrics.json and compared here with what is exposed.
 const test = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('node:fs');

@@ -1,5 +1,5 @@
 'use strict';
-// The knob table both runtimes read (services/wirelab/contract/knobs.json): every knob whose
+// The knob table both runtimes read (contract/knobs.json): every knob whose
 // runtimes name node reaches this runtime's settings, defaults are the table's, and bad values
 // are refused naming their variable, as services/wirelab/contract/knobs.py refuses them.
 const test = require('node:test');

@@ -15,11 +15,12 @@ import json
 import os
 import sys
 from collections.abc import Mapping
-from pathlib import Path
+
+from wirelab.contract.folder import FOLDER
 
 TIMEOUT_S = 3.0
-# The knob table both runtimes read (wirelab.contract.knobs parses it for the services).
-KNOBS = Path(__file__).with_name("contract") / "knobs.json"
+# The knob table every part reads (wirelab.contract.knobs parses it for the services).
+KNOBS = FOLDER / "knobs.json"
 
 
 def knob(name: str, environ: Mapping[str, str] = os.environ) -> str:

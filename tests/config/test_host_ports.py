@@ -1,5 +1,5 @@
 """The published host ports of compose.yaml and topologies/*.yaml are the table's
-(wirelab/contract/host_ports.json), which gives Locust and the runner their default targets."""
+(contract/host_ports.json), which gives Locust and the runner their default targets."""
 
 from __future__ import annotations
 

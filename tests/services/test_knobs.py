@@ -1,4 +1,4 @@
-"""The knob table both runtimes read (services/wirelab/contract/knobs.json): every knob this
+"""The knob table both runtimes read (contract/knobs.json): every knob this
 runtime honours reaches Settings from its variable and its flag, every default is the table's,
 and each type refuses what it should, naming the variable."""
 
@@ -71,7 +71,7 @@ def test_seconds_may_be_fractional() -> None:
 
 
 def test_the_table_is_whole_and_each_default_valid() -> None:
-    raw = json.loads((REPO / "services/wirelab/contract/knobs.json").read_text())
+    raw = json.loads((REPO / "contract/knobs.json").read_text())
     assert raw == TABLE
     names = [k["name"] for k in raw["knobs"]]
     assert len(names) == len(set(names))

@@ -1,12 +1,12 @@
-"""The metric contract (metrics.json beside this file) as typed constants: one vocabulary for the
-services, Locust, the dashboards generator, the runner and the report notebook."""
+"""The metric contract (the top-level contract/metrics.json) as typed constants: one vocabulary
+for the services, Locust, the dashboards generator, the runner and the report notebook."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
-from importlib.resources import files
 from typing import Any, Literal
+
+from wirelab.contract.folder import read
 
 FamilyType = Literal["counter", "gauge", "histogram"]
 # Which zero series a family exposes before the first call (the file's "about" says what each is).
@@ -46,7 +46,7 @@ def _families(
     return found
 
 
-_DATA: dict[str, Any] = json.loads(files(__package__).joinpath("metrics.json").read_text())
+_DATA: dict[str, Any] = read("metrics.json")
 
 PROTOCOLS: tuple[str, ...] = tuple(_DATA["protocols"])
 # The protocols a load generator calls: the edge services' (amqp only runs between services).
@@ -136,7 +136,7 @@ def peer_of(address: str) -> str:
     return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
 
 
-_HOST: dict[str, Any] = json.loads(files(__package__).joinpath("host_ports.json").read_text())
+_HOST: dict[str, Any] = read("host_ports.json")
 # Where `make lab` publishes each service on the host by default (host_ports.json): the one
 # place Locust's and the runner's default targets come from.
 HOST_PORTS: dict[str, int] = dict(_HOST["ports"])

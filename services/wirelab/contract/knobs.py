@@ -1,13 +1,13 @@
-"""The services' WIRELAB_* knobs (knobs.json beside this file): one table both runtimes read, so
+"""The services' WIRELAB_* knobs (contract/knobs.json): one table both runtimes read, so
 each default, type and help line is written once (node/src/settings.js reads the same file)."""
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
-from importlib.resources import files
 from typing import Any, Literal
+
+from wirelab.contract.folder import read
 
 KnobType = Literal["int", "seconds", "choice", "text"]
 _SECONDS = re.compile(r"\d+(\.\d+)?")
@@ -68,7 +68,7 @@ def _knob(raw: dict[str, Any]) -> Knob:
     return knob
 
 
-TABLE: dict[str, Any] = json.loads(files("wirelab.contract").joinpath("knobs.json").read_text())
+TABLE: dict[str, Any] = read("knobs.json")
 KNOBS: tuple[Knob, ...] = tuple(_knob(k) for k in TABLE["knobs"])
 # name -> default, typed (seconds as float): what Settings and Limits default to.
 DEFAULTS: dict[str, Any] = {k.name: k.parse(str(k.default)) for k in KNOBS}
