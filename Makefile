@@ -44,7 +44,17 @@ lab:
 
 # Stop the lab; its Prometheus/Grafana volumes stay (`docker compose down -v` drops them too).
 lab-down:
-	offline/compose --profile bench --profile node --profile amqp --profile netem down --remove-orphans
+	offline/compose --profile bench --profile node --profile amqp --profile netem --profile traces down --remove-orphans
+
+.PHONY: swarm swarm-down
+# The lab as a Docker Swarm stack, from the same compose files (TOPOLOGY and PROFILES as above),
+# roles placed by node labels; on an engine in no swarm, a single-node one (docs/swarm.md).
+swarm:
+	WIRELAB_TOPOLOGY=$(TOPOLOGY) WIRELAB_PROFILES="$(PROFILES)" swarm/up
+
+# Remove the stack (volumes kept); leave the swarm if `make swarm` made it and it has one node.
+swarm-down:
+	swarm/down
 
 # Build the offline stand-in images only (each skipped when already present).
 offline-images:
