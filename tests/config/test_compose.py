@@ -123,6 +123,9 @@ def test_service_knobs_without_a_compose_default_pass_through_when_set() -> None
         "WIRELAB_REST_MAX_CONCURRENT_CALLS",
         "WIRELAB_GRPC_MAX_CONCURRENT_CALLS",
         "WIRELAB_REST_HTTP",
+        "WIRELAB_TRACES",
+        "WIRELAB_TRACE_SAMPLE_RATIO",
+        "WIRELAB_TRACES_ENDPOINT",
     )
     for env, expected in (({}, None), (dict.fromkeys(knobs, "7"), "7")):
         services = services_with(env, unset=knobs)

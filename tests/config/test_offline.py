@@ -121,6 +121,7 @@ GO_BUILT = {
     "node-exporter": ("node_exporter",),
     "cadvisor": ("cadvisor",),
     "toxiproxy": ("toxiproxy", "toxiproxy-cli"),
+    "jaeger": ("jaeger",),
 }
 
 
@@ -200,19 +201,20 @@ def test_build_images_builds_only_the_stand_ins_asked_for(
     }
     for key in ("PROMETHEUS_IMAGE", "CADVISOR_IMAGE", "NODE_EXPORTER_IMAGE"):
         assert stand_ins[key] in built, docker_calls(fake)
-    for key in ("NGINX_IMAGE", "NODE_IMAGE", "RABBITMQ_IMAGE", "TOXIPROXY_IMAGE"):
+    for key in ("NGINX_IMAGE", "NODE_IMAGE", "RABBITMQ_IMAGE", "TOXIPROXY_IMAGE", "JAEGER_IMAGE"):
         assert stand_ins[key] not in built, docker_calls(fake)
 
 
 def test_each_stand_in_built_from_source_carries_composes_pinned_release() -> None:
-    """The lab CI boots is the lab users pull: Prometheus, node-exporter and Toxiproxy at the
-    pinned release, cAdvisor's library at it (behind a main of ours: offline/src/cadvisor)."""
+    """The lab CI boots is the lab users pull: Prometheus, node-exporter, Toxiproxy and Jaeger at
+    the pinned release, cAdvisor's library at it (behind a main of ours: offline/src/cadvisor)."""
     compose = (REPO / "compose.yaml").read_text()
     stand_ins = _stand_ins()
     for key, image in (
         ("PROMETHEUS_IMAGE", "prom/prometheus"),
         ("NODE_EXPORTER_IMAGE", "prom/node-exporter"),
         ("TOXIPROXY_IMAGE", "ghcr.io/shopify/toxiproxy"),
+        ("JAEGER_IMAGE", "jaegertracing/jaeger"),
     ):
         pinned = re.search(rf"{re.escape(image)}:(v?[0-9.]+)\}}", compose)
         assert pinned, image

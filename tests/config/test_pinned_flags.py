@@ -66,6 +66,8 @@ PINNED = (
     Pinned("node-exporter", "node-exporter", ("node_exporter",), "http://127.0.0.1:9100/metrics"),
     Pinned("cadvisor", "cadvisor", ("cadvisor", "-logtostderr"), "http://127.0.0.1:8080/healthz"),
     Pinned("toxiproxy", "toxiproxy", ("toxiproxy",), "http://127.0.0.1:8474/version", "netem"),
+    # No command: the image's all-in-one config; healthy once every component says so.
+    Pinned("jaeger", "jaeger", ("jaeger",), "http://127.0.0.1:13133/status", "traces"),
 )
 
 
@@ -92,7 +94,7 @@ def host_args(service: dict[str, Any], scratch: Path) -> list[str]:
             Path(source).mkdir(parents=True, exist_ok=True)
         mounts[volume["target"]] = source
     rewritten = []
-    for arg in service["command"]:
+    for arg in service.get("command") or []:
         prefix, eq, value = arg.rpartition("=")
         for target in sorted(mounts, key=len, reverse=True):
             if value == target or value.startswith(target + "/"):
