@@ -1,5 +1,5 @@
 """The payload budget on a real gRPC process: concurrent large calls past it are refused at
-once, counted, and the process's peak RSS stays bounded."""
+once, counted, and the process's peak RSS stays bounded, one-message uploads' receipt included."""
 
 from __future__ import annotations
 
@@ -97,20 +97,47 @@ def test_concurrent_downloads_past_the_budget(budgeted: Service) -> None:
     assert counted == refused
 
 
-def test_concurrent_uploads_past_the_budget(budgeted: Service) -> None:
+@pytest.fixture(params=[("aio", "on"), ("sync", "on"), ("aio", "off")], ids="-metrics-".join)
+def receiving(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Service]:
+    """A budgeted service, measured or not: unmeasured, Upload's message is read by rpc/receipts
+    rather than by the measured behaviour."""
+    mode, metrics = request.param
+    env = {
+        "WIRELAB_GRPC_SERVER": mode,
+        "WIRELAB_METRICS": metrics,
+        "WIRELAB_PAYLOAD_BUDGET_BYTES": str(BUDGET),
+        "WIRELAB_MAX_PAYLOAD_BYTES": str(SIZE),
+    }
+    service = start("wirelab.rpc", tmp_path, env)
+    yield service
+    assert service.stop() == 0
+
+
+def test_a_burst_of_uploads_is_received_a_few_at_a_time(receiving: Service) -> None:
+    """However many one-message uploads arrive at once, grpc receives as many as the budget
+    holds of the largest message (here one) while the rest wait, holding only their window."""
     blob = pb.Blob(data=core.payload(SIZE))
-    before = peak_rss(budgeted)
+    before = peak_rss(receiving)
+    codes = _at_once(receiving, 12, lambda stub: stub.Upload(blob, timeout=60))
+    grown = peak_rss(receiving) - before
+    assert len(codes) == 12 and "OK" in codes, codes
+    assert set(codes) <= {"OK", "RESOURCE_EXHAUSTED"}, codes
+    # The budget, one message in receipt (twice its limit: grpc's buffer and the bytes it hands
+    # over) and as much again for the allocator and what the 4x charge misses. Measured (28 Nov,
+    # one run each): +166-217 MiB; before the receipts were taken in turn +554-579 MiB, every
+    # message received at once, and that grows with the burst.
+    limit = SIZE + MIB
+    assert grown <= BUDGET + 2 * (2 * limit), grown / MIB
+
+
+def test_uploads_refused_past_the_budget_are_counted(budgeted: Service) -> None:
+    blob = pb.Blob(data=core.payload(SIZE))
     codes = _at_once(budgeted, 8, lambda stub: stub.Upload(blob, timeout=60))
-    grown = peak_rss(budgeted) - before
-    # Whether any upload is refused depends on how the eight overlap at the server: on a loaded
-    # machine (CI, 27 Nov) they once arrived one after another and all fit the budget in turn.
-    # The downloads above hold the refusal itself; here the bound and the counts must hold.
+    # Whether any upload is refused depends on how the eight overlap at the server: received in
+    # turn, each may fit the budget once the one before it is done. The downloads above hold the
+    # refusal itself; here every refusal must be counted as one.
     assert len(codes) == 8 and "OK" in codes, codes
     assert set(codes) <= {"OK", "RESOURCE_EXHAUSTED"}, codes
-    # grpc has received a refused upload's message whole before any handler runs, so the
-    # budget bounds what admitted calls hold, not the receipt: up to the eight messages at
-    # once (2x each while grpc copies one into Python) besides one admitted call's 3.6-4.1x.
-    assert grown <= 8 * 2 * SIZE + 1.25 * BUDGET, grown / MIB
     refused = codes.count("RESOURCE_EXHAUSTED")
     counted = budgeted.wait_for(
         'wirelab_server_requests_total{code="RESOURCE_EXHAUSTED",kind="upload",'

@@ -14,6 +14,8 @@ from wirelab.rpc.kinds import METHOD_KINDS, UNMEASURED_PREFIXES
 
 # grpc's classes are generic only in the stubs; at runtime they cannot be subscripted.
 if TYPE_CHECKING:
+    from wirelab.rpc.receipts import Receipts
+
     Handler: TypeAlias = grpc.RpcMethodHandler[Any, Any]
     GenericHandler: TypeAlias = grpc.GenericRpcHandler
 else:
@@ -125,8 +127,9 @@ class MeasuredMethods(ABC):
     flavour of ``wrap``, ``arrived`` (how a call's arrival time reaches its behaviour) and
     ``unknown_method``."""
 
-    def __init__(self, metrics: ServerMetrics) -> None:
+    def __init__(self, metrics: ServerMetrics, receipts: Receipts) -> None:
         self.metrics = metrics
+        self.receipts = receipts  # how Upload's behaviour reads its message
 
     @abstractmethod
     def unknown_method(self, *args: Any) -> Any:

@@ -14,7 +14,6 @@ from wirelab.contract import OTHER_KIND
 from wirelab.metrics import FLUSH_MASK, Call, KindInstruments, Record
 from wirelab.rpc.kinds import Recorded, abandoned, error_outcome, ok_outcome
 from wirelab.rpc.measure import (
-    MISSING,
     READS_ITS_MESSAGE,
     Handler,
     MeasuredMethods,
@@ -31,15 +30,6 @@ async def _counted(requests: AsyncIterator[bytes], call: Call) -> AsyncIterator[
     async for request in requests:  # raw messages: intake.py parses them
         call.received(len(request))
         yield request
-
-
-async def _one_message(context: Any) -> Any:
-    """The request of a one-message method, read by its behaviour (measure.request_streamed):
-    the call is cancelled, or none comes, when it never arrives (see MISSING)."""
-    request = await context.read()
-    if request is grpc.aio.EOF:
-        await context.abort(grpc.StatusCode.CANCELLED, MISSING)
-    return request
 
 
 def _recorded(call: Call, context: Any) -> Recorded:
@@ -102,11 +92,13 @@ class AioMeasuredMethods(MeasuredMethods):
         each of which shows in that benchmark: the start counted with ``+= 1``
         (KindInstruments.arrived: every aio behaviour runs on the event loop's one thread), and
         one small object per call instead of a Call and a Recorded. With ``reads`` it is handed
-        the request stream and reads the one message itself (measure.request_streamed)."""
+        the request stream and reads the one message itself, in its turn (measure.request_streamed,
+        receipts.Receipts)."""
         metrics = self.metrics
         bound = metrics.bound(kind)
         enqueue = metrics.enqueue
         arrival = _ARRIVED.get
+        read = self.receipts.read
 
         async def one_reply(request: Any, context: Any) -> Any:
             arrived = bound.arrived = bound.arrived + 1
@@ -117,7 +109,7 @@ class AioMeasuredMethods(MeasuredMethods):
             try:
                 # The raw message: intake.py decodes it inside ``unary``.
                 if reads:
-                    request = await _one_message(context)
+                    request = await read(context)
                 call.bytes_in = len(request)
                 reply = await unary(request, context)
             except BaseException as exc:

@@ -13,28 +13,19 @@ from wirelab.contract import OTHER_KIND
 from wirelab.metrics import Call, ServerMetrics
 from wirelab.rpc.kinds import Recorded
 from wirelab.rpc.measure import (
-    MISSING,
     READS_ITS_MESSAGE,
     Handler,
     MeasuredMethods,
     rebuild,
     request_streamed,
 )
+from wirelab.rpc.receipts import Receipts
 
 
 def _counted(requests: Iterator[bytes], call: Call) -> Iterator[bytes]:
     for request in requests:  # raw messages: intake.py parses them
         call.received(len(request))
         yield request
-
-
-def _one_message(requests: Iterator[bytes], context: grpc.ServicerContext) -> bytes:
-    """The request of a one-message method, read by its behaviour (measure.request_streamed):
-    grpc.RpcError, or none at all, when it never arrives (see MISSING)."""
-    request = next(requests, None)
-    if request is None:
-        context.abort(grpc.StatusCode.CANCELLED, MISSING)
-    return request
 
 
 def _recorded(call: Call, context: Any) -> Recorded:
@@ -52,8 +43,8 @@ class SyncMeasuredMethods(MeasuredMethods):
     as the call arrives, the behaviour later in a pool thread (after waiting for a free one and
     reading the request), so each call gets its own handler closing over its arrival time."""
 
-    def __init__(self, metrics: ServerMetrics) -> None:
-        super().__init__(metrics)
+    def __init__(self, metrics: ServerMetrics, receipts: Receipts) -> None:
+        super().__init__(metrics, receipts)
         self._fields: dict[Handler, str] = {}  # measured handler -> its behaviour's field
 
     def arrived(self, handler: Handler) -> Handler:
@@ -76,6 +67,7 @@ class SyncMeasuredMethods(MeasuredMethods):
         start = self.metrics.start
         streaming_in = handler.request_streaming
         reads = kind in READS_ITS_MESSAGE
+        read = self.receipts.read_sync
         if not handler.response_streaming:
             unary = handler.unary_unary or handler.stream_unary
             assert unary is not None
@@ -87,7 +79,7 @@ class SyncMeasuredMethods(MeasuredMethods):
                         request = _counted(request, call)
                     else:
                         if reads:
-                            request = _one_message(request, context)
+                            request = read(request, context)
                         call.received(len(request))
                     reply = unary(request, context)
                     call.sent(reply.ByteSize())

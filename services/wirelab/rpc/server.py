@@ -25,6 +25,7 @@ from wirelab.rpc.kinds import SERVICE
 from wirelab.rpc.measure import Capture, MeasuredMethods
 from wirelab.rpc.measure_aio import AioMeasuredMethods
 from wirelab.rpc.measure_sync import SyncMeasuredMethods
+from wirelab.rpc.receipts import Receipts, receipt_options, receipts_for
 from wirelab.rpc.reflection import add_reflection
 from wirelab.rpc.servicer import AsyncWireLab, RelayingWireLab
 from wirelab.rpc.sync_servicer import SyncWireLab
@@ -42,6 +43,7 @@ def server_options(settings: Settings) -> list[tuple[str, int]]:
         ("grpc.max_receive_message_length", limit),
         # Without this a second server on the same port silently shares it (SO_REUSEPORT).
         ("grpc.so_reuseport", 0),
+        *receipt_options(settings.limits.payload_budget_bytes),
     ]
 
 
@@ -51,10 +53,13 @@ def _register(
     health_servicer: Any,
     measured: MeasuredMethods | None,
     admission: Admission,
+    receipts: Receipts,
     cap: int,
 ) -> None:
     capture = Capture.of(pb_grpc.add_WireLabServicer_to_server, servicer)
     handlers = admission.handlers(capture.handlers)
+    if measured is None:  # Upload's message read in its turn here, as measured it is there
+        handlers = receipts.handlers(handlers)
     if cap:
         handlers = CallCap(cap, admission.aio).handlers(handlers)
     if measured is None:
@@ -66,6 +71,12 @@ def _register(
     add_reflection(names, server)
     if measured is not None:
         measured.register_unknown(server)
+
+
+def _receipts(settings: Settings, aio: bool) -> Receipts:
+    """Upload messages in receipt at once: as many of the largest as the budget holds."""
+    limit = receipts_for(settings.limits.payload_budget_bytes, settings.grpc_max_message_bytes)
+    return Receipts(limit, aio)
 
 
 def _budget(settings: Settings, metrics: ServerMetrics | None) -> PayloadBudget:
@@ -100,7 +111,8 @@ async def build_aio(
 ) -> tuple[grpc.aio.Server, health_aio.HealthServicer, int]:
     server = grpc.aio.server(options=server_options(settings))
     health_servicer = health_aio.HealthServicer()
-    measured = AioMeasuredMethods(metrics) if metrics is not None else None
+    receipts = _receipts(settings, aio=True)
+    measured = AioMeasuredMethods(metrics, receipts) if metrics is not None else None
     admission = Admission(settings.limits, _budget(settings, metrics), aio=True)
     servicer = (
         AsyncWireLab(settings.limits) if relay is None else RelayingWireLab(settings.limits, relay)
@@ -111,6 +123,7 @@ async def build_aio(
         health_servicer,
         measured,
         admission,
+        receipts,
         settings.grpc_max_concurrent_calls,
     )
     bound = _bind(server, settings, port)
@@ -127,7 +140,8 @@ def build_sync(
         options=server_options(settings),
     )
     health_servicer = health.HealthServicer()
-    measured = SyncMeasuredMethods(metrics) if metrics is not None else None
+    receipts = _receipts(settings, aio=False)
+    measured = SyncMeasuredMethods(metrics, receipts) if metrics is not None else None
     admission = Admission(settings.limits, _budget(settings, metrics), aio=False)
     _register(
         server,
@@ -135,6 +149,7 @@ def build_sync(
         health_servicer,
         measured,
         admission,
+        receipts,
         settings.grpc_max_concurrent_calls,
     )
     bound = _bind(server, settings, port)
