@@ -48,7 +48,7 @@ def _rest(kind: str) -> Call:
     def call(url: str, size: int) -> None:
         with httpx.Client(base_url=url, timeout=TIMEOUT) as client:
             if kind.startswith("upload"):
-                body = core.payload(size) if kind == "upload" else core.chunks(size, CHUNK)
+                body = _shared(size, raw=True) if kind == "upload" else core.chunks(size, CHUNK)
                 path = "/v1/blobs" if kind == "upload" else "/v1/blobs/stream"
                 reply = client.post(path, content=body)
             else:
@@ -77,10 +77,8 @@ def _grpc(kind: str) -> Call:
             method = f"/wirelab.v1.WireLab/{PATHS[kind]['grpc']}"
             try:
                 if kind == "upload":
-                    # One serialized message shared by every call: the client's memory is the
-                    # machine's too, and twelve copies of 256 MiB would be 3 GiB of it.
                     send = channel.unary_unary(method, raw, raw)
-                    send(_serialized(size), timeout=TIMEOUT)
+                    send(_shared(size), timeout=TIMEOUT)
                 elif kind == "upload_chunked":
                     stub = pb_grpc.WireLabStub(channel)
                     pieces = (pb.Chunk(data=p) for p in core.chunks(size, CHUNK))
@@ -104,14 +102,17 @@ def _grpc(kind: str) -> Call:
     return call
 
 
-_SERIALIZED: dict[int, bytes] = {}
+_SHARED: dict[tuple[int, bool], bytes] = {}
 
 
-def _serialized(size: int) -> bytes:
-    if size not in _SERIALIZED:
-        _SERIALIZED.clear()
-        _SERIALIZED[size] = pb.Blob(data=core.payload(size)).SerializeToString()
-    return _SERIALIZED[size]
+def _shared(size: int, raw: bool = False) -> bytes:
+    """One upload body of ``size`` (the payload, or ``raw=False`` its serialized Blob) shared by
+    every call: the client's memory is the machine's too, and twelve copies of 256 MiB would be
+    3 GiB of it."""
+    if (size, raw) not in _SHARED:
+        data = core.payload(size)
+        _SHARED[size, raw] = data if raw else pb.Blob(data=data).SerializeToString()
+    return _SHARED[size, raw]
 
 
 def starter(
@@ -133,8 +134,8 @@ def burst(
     """Peak RSS of a fresh service after ``calls`` concurrent ``kind`` calls of ``size`` bytes,
     and how they ended (served, refused, or the name of what else ended them)."""
     call = _rest(kind) if protocol == "rest" else _grpc(kind)
-    if kind == "upload" and protocol == "grpc":
-        _serialized(size)  # built before the service starts: not part of any cell's time
+    if kind == "upload":
+        _shared(size, raw=protocol == "rest")  # built before the service starts
     ended: Counter[str] = Counter()
     with start() as svc:
         call(svc.address, 4096)  # warm-up: code paths and buffers
