@@ -1,83 +1,34 @@
-"""The runner's knobs: one table gives each a default, a --help line and a WIRELAB_BENCH_* name."""
+"""The runner's and the experiments' knobs, from the knob table (contract/knobs-lab.json): each
+part's defaults, types and --help lines are the table's, each knob a flag and a variable."""
 
 from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from wirelab.contract import host_address, host_url
+from wirelab.contract.table import Entry, of, part_of_prefix, resolve
 
 # Source checkout root, for defaults that point at the repository's own files.
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _repo_path(relative: str) -> str:
-    # Prefer the working directory (a compose service mounts the repo at its workdir), else the
-    # checkout this package was installed from in editable mode.
-    return relative if Path(relative).exists() else str(REPO / relative)
+def default(entry: Entry) -> object:
+    """A knob's default as its reader takes it."""
+    return entry.python_type(resolve(entry.default, REPO))
 
 
-NETWORK_PROFILES = _repo_path("toxiproxy/profiles.toml")
+# The runner's knobs, (name, type, default, help), from the table's part "runner".
+RUNNER: tuple[Entry, ...] = of("runner")
+KNOBS: tuple[tuple[str, type, object, str], ...] = tuple(
+    (e.name, e.python_type, default(e), e.help) for e in RUNNER
+)
+_DEFAULTS = {name: value for name, _, value, _ in KNOBS}
+NETWORK_PROFILES = str(_DEFAULTS["network_profiles"])
 # Where `make tools` installs the lab's precise generator (loadgen/, offline/go-tools).
-LOADGEN_BINARY = str(Path.home() / "go" / "bin" / "wirelab-loadgen")
-
-# (name, type, default, help)
-KNOBS: tuple[tuple[str, type, object, str], ...] = (
-    ("rest_url", str, host_url("rest"), "REST service base URL"),
-    ("grpc_target", str, host_address("grpc"), "gRPC service host:port"),
-    ("amqp_target", str, host_address("amqp_edge"),
-     "the AMQP arm's gRPC edge host:port (order chain, profile amqp; docs/broker.md)"),
-    ("prometheus_url", str, host_url("prometheus"),
-     "Prometheus for range exports and container columns; empty = none"),
-    ("rest_metrics_url", str, host_url("rest_metrics", "/metrics"),
-     "REST service /metrics, scraped directly at window start and end (else via Prometheus)"),
-    ("grpc_metrics_url", str, host_url("grpc_metrics", "/metrics"),
-     "gRPC service /metrics, scraped directly at window start and end (else via Prometheus)"),
-    ("amqp_metrics_url", str, host_url("amqp_edge_metrics", "/metrics"),
-     "the AMQP arm's edge /metrics, scraped directly at window start and end (else Prometheus)"),
-    ("node_rest_url", str, host_url("rest_node"),
-     "the Node.js REST service base URL (profile node), for runtime node cells"),
-    ("node_grpc_target", str, host_address("grpc_node"),
-     "the Node.js gRPC service host:port (profile node), for runtime node cells"),
-    ("node_rest_metrics_url", str, host_url("rest_node_metrics", "/metrics"),
-     "the Node.js REST service /metrics, scraped directly at window start and end"),
-    ("node_grpc_metrics_url", str, host_url("grpc_node_metrics", "/metrics"),
-     "the Node.js gRPC service /metrics, scraped directly at window start and end"),
-    ("client_metrics_port", int, 0, "port of the Locust child's client /metrics; 0 = a free port"),
-    ("results_dir", str, "results", "folder that receives one sub-folder per run"),
-    ("scenarios_dir", str, _repo_path("scenarios"), "where scenario names are looked up"),
-    ("locustfile", str, _repo_path("locust/locustfile.py"), "the project's locustfile"),
-    ("locust_args", str, "", "extra Locust arguments for every cell (shell-quoted)"),
-    ("loadgen", str, LOADGEN_BINARY,
-     'wirelab-loadgen, for groups with generator = "loadgen" (make tools)'),
-    ("loadgen_proto", str, str(REPO / "proto"),
-     "the folder holding wirelab/v1/wirelab.proto (wirelab-loadgen compiles it for gRPC calls)"),
-    ("health_timeout_s", float, 60.0, "seconds to wait for both services to be healthy per cell"),
-    ("export_delay_s", float, 1.0,
-     "seconds after a window before exporting it from Prometheus (lets the last scrape land)"),
-    ("export_step_s", float, 0.0, "Prometheus range-export step; 0 = window/120, at least 1 s"),
-    ("compose_project", str, "wirelab", "compose project whose image versions go in the manifest"),
-    ("progress", str, "on", "progress display on stderr: on or off"),
-    ("network", str, "",
-     "network profile for every cell (lan, zone, region, ...; direct = no proxy);"
-     " empty = each group's own"),
-    ("network_profiles", str, NETWORK_PROFILES, "the network profiles file (docs/network.md)"),
-    ("toxiproxy_url", str, host_url("toxiproxy"), "Toxiproxy API (compose profile netem)"),
-    ("net_rest_url", str, host_url("net_rest"),
-     "the REST service through Toxiproxy, for cells with a network profile"),
-    ("net_grpc_target", str, host_address("net_grpc"),
-     "the gRPC service through Toxiproxy, for cells with a network profile"),
-    ("net_node_rest_url", str, host_url("net_rest_node"),
-     "the Node.js REST service through Toxiproxy, for runtime node cells with a network profile"),
-    ("net_node_grpc_target", str, host_address("net_grpc_node"),
-     "the Node.js gRPC service through Toxiproxy, for runtime node cells with a network profile"),
-    ("net_amqp_target", str, host_address("net_amqp_edge"),
-     "the AMQP arm's edge through Toxiproxy, for its cells with a network profile"
-     " (order chain, PROFILES=amqp,netem)"),
-)  # fmt: skip
+LOADGEN_BINARY = str(_DEFAULTS["loadgen"])
 
 
 def env_name(name: str) -> str:
@@ -90,6 +41,9 @@ def flag(name: str) -> str:
 
 @dataclass(frozen=True)
 class Knobs:
+    """The runner's knobs resolved; tests/bench/test_knobs_table.py holds these fields to the
+    table's part "runner", name for name and type for type."""
+
     rest_url: str
     grpc_target: str
     amqp_target: str
@@ -123,26 +77,50 @@ class Knobs:
     net_amqp_target: str
 
 
+def _add(parser: argparse.ArgumentParser, entry: Entry) -> None:
+    """One option for ``entry``; its default comes from the variable when set."""
+    fallback = default(entry)
+    raw = os.environ.get(entry.env)
+    try:
+        value = entry.python_type(raw) if raw is not None else fallback
+    except ValueError:
+        parser.error(f"{entry.env}={raw!r} is not a valid {entry.python_type.__name__}")
+    parser.add_argument(
+        entry.flag,
+        dest=entry.name,
+        type=entry.python_type,
+        default=value,
+        choices=entry.choices or None,
+        help=f"{entry.help} (default {fallback!r}; env {entry.env})",
+    )
+
+
 def add_arguments(parser: argparse.ArgumentParser, only: Collection[str] = ()) -> None:
-    """One option per knob (or per knob named in ``only``); its default comes from the
-    environment variable when set."""
-    for name, kind, default, text in KNOBS:
-        if only and name not in only:
-            continue
-        env = env_name(name)
-        raw = os.environ.get(env)
-        try:
-            value = kind(raw) if raw is not None else default
-        except ValueError:
-            parser.error(f"{env}={raw!r} is not a valid {kind.__name__}")
-        parser.add_argument(
-            flag(name),
-            dest=name,
-            type=kind,
-            default=value,
-            help=f"{text} (default {default!r}; env {env})",
-        )
+    """One option per runner knob (or per knob named in ``only``)."""
+    for entry in RUNNER:
+        if not only or entry.name in only:
+            _add(parser, entry)
 
 
 def from_namespace(ns: argparse.Namespace) -> Knobs:
-    return Knobs(**{name: getattr(ns, name) for name, *_ in KNOBS})
+    return Knobs(**{e.name: getattr(ns, e.name) for e in RUNNER})
+
+
+def parser(prog: str, description: str | None, prefix: str) -> argparse.ArgumentParser:
+    """An experiment's command line: every knob of the table's part whose variables start with
+    ``prefix`` (``WIRELAB_HOP`` for `wirelab perf hop`), as ``--flag`` read from the variable
+    first."""
+    p = argparse.ArgumentParser(prog=prog, description=description)
+    for entry in of(part_of_prefix(prefix)):
+        _add(p, entry)
+    return p
+
+
+def listed(cli: argparse.ArgumentParser, value: str, known: Iterable[str], what: str) -> list[str]:
+    """A comma-separated knob's items, in order, each one of ``known``; else a usage error (exit
+    2) naming the unknown ones, or that none was given."""
+    items = [item for item in value.split(",") if item]
+    unknown = sorted(set(items) - set(known))
+    if unknown or not items:
+        cli.error(f"unknown or no {what}: {', '.join(unknown) or 'none given'}")
+    return items

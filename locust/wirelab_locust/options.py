@@ -1,53 +1,20 @@
-"""The lab's Locust options, one table: locust.conf, LOCUST_* variables, CLI and web UI."""
+"""The lab's Locust options, from the knob table: locust.conf, LOCUST_* variables, the command
+line and the web UI."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
-from wirelab.contract import ARMS, KINDS_BY_PROTOCOL, host_address, host_url, peer_of
+from wirelab.contract import ARMS, KINDS_BY_PROTOCOL, host_url, peer_of
+from wirelab.contract.table import of
 
-# (flag, type, default, help, shown in the web UI). Shape and exporter options are fixed per
-# process, so they stay off the web form; everything that shapes a request can change per swarm.
-OPTIONS: tuple[tuple[str, type, Any, str, bool], ...] = (
-    ("rest-host", str, "", f"REST base URL (default: --host, else {host_url('rest')})", True),
-    ("grpc-target", str, host_address("grpc"), "gRPC target host:port", True),
-    ("amqp-target", str, host_address("amqp_edge"),
-     "the order chain's AMQP arm: its gRPC edge, host:port (docs/broker.md)", True),
-    ("protocols", str, "rest,grpc",
-     "arms to run, comma separated: rest, grpc, amqp (the order chain's AMQP arm, unary only)",
-     True),
-    ("rest-http", str, "1.1",
-     "REST over 1.1 (geventhttpclient) or h2c: cleartext HTTP/2 with prior knowledge (httpx + h2),"
-     " for the REST service on Granian (WIRELAB_REST_HTTP=2); bidi stays a WebSocket on 1.1",
-     True),
-    ("mix", str, "unary=10,server_stream=2,bidi=2,upload=1,upload_chunked=1,upload_json=1,"
-     "download=1,download_chunked=1,download_json=1",
-     "task weights per kind, kind=weight comma separated; 0 or missing disables a kind", True),
-    ("work-ms", int, 0, "unary: simulated server work per order in ms", True),
-    ("count-words", str, "false", "unary: server counts the note's words (true/false)", True),
-    ("note-words", int, 16, "unary: words in the order note", True),
-    ("payload-bytes", int, 65536, "upload*/download*: blob size in bytes", True),
-    ("chunk-bytes", int, 65536, "upload_chunked/download_chunked: bytes per chunk", True),
-    ("stream-count", int, 10, "server_stream: messages per call", True),
-    ("stream-size", int, 64, "server_stream: payload bytes per message", True),
-    ("stream-interval-ms", int, 0, "server_stream: pause between messages in ms", True),
-    ("ping-count", int, 10, "bidi: ping-pong round trips per call", True),
-    ("ping-bytes", int, 64, "bidi: payload bytes per ping", True),
-    ("fail-over-ms", float, 0.0, "a call slower than this many ms is a failure; 0 = off", True),
-    ("call-timeout", float, 60.0, "seconds before a call is abandoned (gRPC deadline, HTTP)", True),
-    ("pace", float, 0.0, "task runs per second per user (constant_throughput); 0 = no wait", True),
-    ("shape", str, "", "load shape by name (see docs/locust.md); empty = --users/--spawn-rate",
-     False),
-    ("shape-time-scale", float, 1.0, "multiply shape durations (and divide spawn times)", False),
-    ("step-users", int, 50, "step shape: users added per step", False),
-    ("step-seconds", float, 60.0, "step shape: seconds per step", False),
-    ("step-max-users", int, 1000, "step shape: stop after this many users", False),
-    ("heartbeat-liveness", int, 30, "master: 1 s heartbeats a worker may miss before it counts "
-     "as gone (Locust's own is 3; one 64 MiB call keeps a worker busy for longer)", False),
-    ("metrics-port", int, 9646, "client /metrics port on the master/standalone; 0 = off", False),
-    ("metrics-bind", str, "0.0.0.0", "client /metrics bind address", False),
-)  # fmt: skip
+# (flag, type, default, help, shown in the web UI), from the knob table's part "locust"
+# (contract/knobs-lab.json). Shape and exporter options are fixed per process, so they stay off
+# the web form; everything that shapes a request can change per swarm.
+OPTIONS: tuple[tuple[str, type, Any, str, bool], ...] = tuple(
+    (e.flag.removeprefix("--"), e.python_type, e.value, e.help, e.web_ui) for e in of("locust")
+)
 
 
 def env_name(flag: str) -> str:

@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 
 import pytest
 import yaml
+from wirelab.contract.table import BY_ENV
 from wirelab_bench.perf import overhead
 from wirelab_bench.perf.overhead import Run, paired_ratios, scraping
 
@@ -24,7 +25,7 @@ PROMETHEUS_YML = REPO / "prometheus" / "prometheus.yml"
 def test_default_scrape_interval_is_the_labs() -> None:
     config = yaml.safe_load(PROMETHEUS_YML.read_text())
     jobs = {job["job_name"]: job for job in config["scrape_configs"]}
-    default = next(k[2] for k in overhead.KNOBS if k[0] == "scrape-interval")
+    default = BY_ENV["WIRELAB_OBSERVER_SCRAPE_INTERVAL"].value
     for job in ("rest", "grpc"):
         interval = jobs[job].get("scrape_interval", config["global"]["scrape_interval"])
         assert seconds(interval) == default, f"{job} is scraped every {interval}"

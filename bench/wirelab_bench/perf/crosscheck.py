@@ -19,10 +19,9 @@ from typing import Any
 import httpx
 from wirelab_locust.content import order_request
 
-from wirelab_bench.benchknobs import parser
 from wirelab_bench.histo import buckets, quantile
-from wirelab_bench.knobs import REPO
-from wirelab_bench.loadgen import BINARY, run_open
+from wirelab_bench.knobs import REPO, parser
+from wirelab_bench.loadgen import run_open
 from wirelab_bench.perf.locust_overhead import (
     LAB_LOCUSTFILE,
     Lab,
@@ -38,19 +37,6 @@ WRK_SCRIPT = Path(__file__).with_name("wrk_paced.lua")
 PROTO = REPO / "proto" / "wirelab" / "v1" / "wirelab.proto"
 BODY = order_request()
 # (flag, type, default, help); each also reads WIRELAB_CROSSCHECK_<FLAG>.
-KNOBS: tuple[tuple[str, type, Any, str], ...] = (
-    ("rate", float, 200, "offered load in calls/s, the same for every tool"),
-    ("connections", int, 10, "concurrent connections (Locust users, ghz workers, wrk connections)"),
-    ("seconds", int, 15, "measured seconds per run"),
-    ("rounds", int, 2, "runs per tool, alternating which goes first"),
-    (
-        "ghz",
-        str,
-        str(Path.home() / "go" / "bin" / "ghz"),
-        "ghz binary (go install ...ghz@v0.120.0)",
-    ),
-    ("loadgen", str, str(BINARY), "wirelab-loadgen binary (make tools)"),
-)
 
 
 @dataclass(frozen=True)
@@ -205,7 +191,7 @@ def _wait_stopped(url: str, timeout: float) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     prog = "wirelab perf crosscheck"
-    args = parser(prog, __doc__, "WIRELAB_CROSSCHECK", KNOBS).parse_args(argv)
+    args = parser(prog, __doc__, "WIRELAB_CROSSCHECK").parse_args(argv)
     missing = [tool for tool in (args.ghz, args.loadgen, "wrk") if shutil.which(tool) is None]
     if missing:
         print(f"missing {missing}: make tools (ghz, wirelab-loadgen); apt install wrk")

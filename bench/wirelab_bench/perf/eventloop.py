@@ -32,7 +32,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
-from wirelab_bench.benchknobs import parser
+from wirelab_bench.knobs import parser
 from wirelab_bench.perf.loadtools import Load, wrk
 from wirelab_bench.perf.node import SERVICES, node_process
 from wirelab_bench.perf.overhead import median_interval
@@ -40,16 +40,6 @@ from wirelab_bench.perf.svcprocs import CLIENT_CPU, SERVER_CPU, Service, service
 from wirelab_bench.scrape import scrape
 
 ARMS = ("node", "node-cluster", "python-async", "python-threads")
-KNOBS = (
-    ("arms", str, ",".join(ARMS), "arms to run, comma separated, the first the reference"),
-    ("rounds", int, 8, "rounds; each starts every arm afresh"),
-    ("seconds", int, 5, "length of one loaded run (whole seconds: wrk needs them)"),
-    ("light", int, 8, "connections sending small orders (their latency is measured)"),
-    ("heavy", int, 2, "connections fetching the blob as JSON (0: the small orders alone)"),
-    ("blob", int, 8388608, "size in bytes of the blob each heavy call fetches"),
-    ("workers", int, 2, "event loops of the node-cluster arm"),
-    ("node", str, "", "the node binary (default: PATH)"),
-)  # fmt: skip
 LAG = "nodejs_eventloop_lag_p99_seconds"
 
 
@@ -168,7 +158,7 @@ def summary(arms: Sequence[str], runs: list[dict[str, Result]]) -> list[str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     prog = "wirelab perf eventloop"
-    cli = parser(prog, __doc__, "WIRELAB_EVENTLOOP", KNOBS)
+    cli = parser(prog, __doc__, "WIRELAB_EVENTLOOP")
     args = cli.parse_args(argv)
     arms = [a for a in args.arms.split(",") if a]
     unknown = sorted(set(arms) - set(ARMS))

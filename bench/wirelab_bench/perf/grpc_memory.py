@@ -22,25 +22,11 @@ from wirelab import core
 from wirelab.v1 import wirelab_pb2 as pb
 from wirelab.v1 import wirelab_pb2_grpc as pb_grpc
 
-from wirelab_bench.benchknobs import listed, parser
+from wirelab_bench.knobs import listed, parser
 from wirelab_bench.perf import bursts
 from wirelab_bench.perf.svcprocs import CLIENT_CPU, SERVER_CPU, pin, service
 
 MIB = 1024 * 1024
-KNOBS = (
-    ("size-mib", int, 64, "payload of the one transfer per path, MiB (0: none)"),
-    ("chunk-bytes", int, MIB, "chunk size of the chunked paths"),
-    ("modes", str, "aio,sync", "gRPC server modes, comma-separated"),
-    ("burst", int, 8, "concurrent one-message transfers in the burst (0: no burst)"),
-    ("burst-mib", int, 32, "payload of each transfer in the burst, MiB"),
-    ("bursts", str, "", "the lab's bursts: concurrent calls per cell, comma-separated ('': none)"),
-    ("bursts-mib", int, 256, "payload of each call in the lab's bursts, MiB"),
-    ("runtimes", str, "python,node", "runtimes of the lab's bursts"),
-    ("protocols", str, "rest,grpc", "protocols of the lab's bursts"),
-    ("kinds", str, ",".join(bursts.PATHS), "payload paths of the lab's bursts"),
-    ("python-args", str, "", "more flags for the Python services of the lab's bursts"),
-    ("node", str, "node", "the node binary"),
-)
 Transfer = Callable[[pb_grpc.WireLabStub, int, int], int]
 
 
@@ -128,7 +114,7 @@ def burst(mode: str, transfer: Transfer, size: int, calls: int, budget: int) -> 
 
 def main(argv: list[str] | None = None) -> int:
     prog = "wirelab perf grpc-memory"
-    args = parser(prog, __doc__, "WIRELAB_GRPC_MEMORY", KNOBS).parse_args(argv)
+    args = parser(prog, __doc__, "WIRELAB_GRPC_MEMORY").parse_args(argv)
     pin(CLIENT_CPU)
     if args.size_mib:
         size = args.size_mib * MIB
@@ -155,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
                 label = f"{path}, {room // MIB} MiB" if room else f"{path}, off"
                 print(f"{label:<30}" + "".join(f"{cell:>18}" for cell in cells), flush=True)
     if args.bursts:
-        cli = parser(prog, __doc__, "WIRELAB_GRPC_MEMORY", KNOBS)
+        cli = parser(prog, __doc__, "WIRELAB_GRPC_MEMORY")
         _lab_bursts(
             [int(n) for n in args.bursts.split(",")],
             args.bursts_mib * MIB,

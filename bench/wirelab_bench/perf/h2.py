@@ -35,9 +35,8 @@ import httpx
 from google.protobuf import json_format
 from wirelab.v1 import wirelab_pb2 as pb
 
-from wirelab_bench.benchknobs import Knob, parser
 from wirelab_bench.environment import git_info, host_info
-from wirelab_bench.knobs import REPO
+from wirelab_bench.knobs import REPO, parser
 from wirelab_bench.perf import ORDER
 from wirelab_bench.perf.h2load import Call, find_h2load, h2load
 from wirelab_bench.perf.hopstats import _balanced
@@ -47,22 +46,6 @@ from wirelab_bench.perf.svcprocs import CLIENT_CPU, SERVER_CPU, Service, service
 from wirelab_bench.results import new_run_dir, write_json
 from wirelab_bench.scrape import scrape
 
-KNOBS: tuple[Knob, ...] = (
-    # Far below every arm's saturation on one core (uvicorn 4,580 small orders/s, Granian 3,650
-    # over h2c; http2.py): the arms are compared at one load, not each at its own limit.
-    ("rate", int, 400, "offered calls per second, the same for every arm"),
-    ("clients", int, 4, "connections, the same for every arm; each offers rate/clients calls/s"),
-    ("streams", int, 1, "calls in flight per HTTP/2 connection at most (HTTP/1.1: always 1)"),
-    ("seconds", int, 3, "length of one arm's measured run (whole seconds)"),
-    # 10 rounds: the 95 % interval of the median runs from the 2nd to the 9th value; with five
-    # arms, one full turn of the balanced order (an odd number of arms needs twice as many
-    # orders as arms). About 3 minutes with the other defaults.
-    ("rounds", int, 10, "measured rounds; each runs every arm once"),
-    ("sets", int, 2, "fresh process sets, the rounds split between them"),
-    ("metrics", str, "on", "WIRELAB_METRICS of the services (on: as the lab runs them)"),
-    ("h2load", str, "", "path of the h2load binary (default: PATH; apt package nghttp2-client)"),
-    ("results", str, str(REPO / "results"), "folder that gets this run's <UTC time>_h2/"),
-)
 GRPC_PATH = "/wirelab.v1.WireLab/ProcessOrder"
 JSON = ("content-type: application/json",)
 PROTOBUF = ("content-type: application/x-protobuf", "accept: application/x-protobuf")
@@ -282,7 +265,7 @@ def h2load_version(binary: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     prog = "wirelab perf h2"
-    cli = parser(prog, __doc__, "WIRELAB_H2", KNOBS)
+    cli = parser(prog, __doc__, "WIRELAB_H2")
     args = cli.parse_args(argv)
     if args.metrics not in ("on", "off"):
         cli.error(f"--metrics must be on or off, not {args.metrics!r}")

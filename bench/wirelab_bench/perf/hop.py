@@ -56,9 +56,8 @@ from google.protobuf import json_format
 from wirelab.v1 import wirelab_pb2 as pb
 from wirelab.v1 import wirelab_pb2_grpc as pb_grpc
 
-from wirelab_bench.benchknobs import Knob, parser
 from wirelab_bench.environment import git_info, host_info
-from wirelab_bench.knobs import REPO
+from wirelab_bench.knobs import REPO, parser
 from wirelab_bench.perf import ORDER
 from wirelab_bench.perf.hopstats import (
     ARMS,
@@ -99,31 +98,6 @@ from wirelab_bench.perf.svcprocs import (
 from wirelab_bench.perf.vegeta import find_vegeta, vegeta
 from wirelab_bench.results import new_run_dir, write_json
 
-KNOBS: tuple[Knob, ...] = (
-    # 100 calls/s keeps the server core below saturation on every arm: REST's via-wirelab arm,
-    # the dearest, spends 2.8-3.7 ms of A's CPU and about 1 ms of B's per call, 40-50 % of the
-    # core. At 200/s that arm saturated it (A's CPU rose to 4.5-5.6 ms per call, its median
-    # latency to 270-540 ms) and measured queueing, not the hop.
-    ("rate", int, 100, "offered calls per second, the same for every arm and protocol"),
-    # 3 s at 100/s: 300 calls per arm and round, so a round's p99 is its 3rd-slowest call.
-    ("seconds", int, 3, "length of one arm's measured run (whole seconds)"),
-    # 10 rounds: the 95 % interval of the median runs from the 2nd to the 9th value. About two
-    # minutes per protocol with the defaults.
-    ("rounds", int, 10, "measured rounds per protocol; each round runs every arm once"),
-    ("sets", int, 3, "fresh process sets (every B and relay) per protocol, the rounds split"),
-    ("protocols", str, "rest,grpc", "comma-separated protocols to measure"),
-    (
-        "compare",
-        str,
-        "hop",
-        "hop: one relay hop's four arms; runtimes: the Python relay against"
-        " the Node.js one; balance: balancing over three Bs",
-    ),
-    ("metrics", str, "on", "WIRELAB_METRICS of B and A (on: as the lab runs them)"),
-    ("ghz", str, "", "path of the ghz binary (default: PATH, then ~/go/bin/ghz)"),
-    ("vegeta", str, "", "path of the vegeta binary (default: PATH, then ~/go/bin/vegeta)"),
-    ("results", str, str(REPO / "results"), "folder for this run's <UTC time>_hop[-balance]/"),
-)
 # ghz's workers take the --rps ticks; far more than the calls in flight at this rate (one or
 # two), so a tick never waits for a free worker.
 GHZ_WORKERS = 16
@@ -442,7 +416,7 @@ def versions(tools: dict[str, str]) -> dict[str, str]:
 
 def main(argv: list[str] | None = None) -> int:
     prog = "wirelab perf hop"
-    cli = parser(prog, __doc__, "WIRELAB_HOP", KNOBS)
+    cli = parser(prog, __doc__, "WIRELAB_HOP")
     args = cli.parse_args(argv)
     if args.metrics not in ("on", "off"):
         cli.error(f"--metrics must be on or off, not {args.metrics!r}")

@@ -14,18 +14,12 @@ from __future__ import annotations
 import statistics
 import sys
 from collections.abc import Callable
-from typing import Any
 
-from wirelab_bench.benchknobs import parser
+from wirelab_bench.knobs import parser
 from wirelab_bench.perf.locust_overhead import LAB_LOCUSTFILE, Result, exit_on_sigterm, run_locust
 from wirelab_bench.perf.svcprocs import SERVER_CPU, service
 
 CLIENTS = ("1.1", "h2c")
-KNOBS: tuple[tuple[str, type, Any, str], ...] = (
-    ("seconds", float, 10, "length of one measured run"),
-    ("rounds", int, 4, "interleaved 1.1/h2c rounds"),
-    ("users", int, 8, "concurrent users, no wait time"),
-)
 
 
 def args_for(client: str, rest: str, users: int) -> list[str]:
@@ -53,7 +47,7 @@ def ratios(results: dict[str, list[Result]]) -> dict[str, float]:
 
 def main(argv: list[str] | None = None) -> int:
     prog = "wirelab perf locust-h2"
-    args = parser(prog, __doc__, "WIRELAB_LOCUST_H2", KNOBS).parse_args(argv)
+    args = parser(prog, __doc__, "WIRELAB_LOCUST_H2").parse_args(argv)
     exit_on_sigterm()
     results: dict[str, list[Result]] = {c: [] for c in CLIENTS}
     extra = ("--metrics", "off", "--rest-http", "2")

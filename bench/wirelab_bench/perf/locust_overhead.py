@@ -13,10 +13,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from wirelab_bench.benchknobs import parser
-from wirelab_bench.knobs import REPO
+from wirelab_bench.knobs import REPO, parser
 from wirelab_bench.perf.svcprocs import CLIENT_CPU, SERVER_CPU, pinned, service
 
 LAB_LOCUSTFILE = REPO / "locust" / "locustfile.py"
@@ -108,16 +106,11 @@ def arm_args(arm: str, protocol: str, lab: Lab, users: int) -> list[str]:
 
 
 # (flag, type, default, help); each also reads WIRELAB_OVERHEAD_<FLAG>.
-KNOBS: tuple[tuple[str, type, Any, str], ...] = (
-    ("seconds", float, 10, "length of one measured run"),
-    ("rounds", int, 3, "interleaved lab/bare rounds per protocol"),
-    ("users", int, 20, "concurrent users, no wait time"),
-)
 
 
 def main(argv: list[str] | None = None) -> int:
     prog = "wirelab perf locust-overhead"
-    args = parser(prog, __doc__, "WIRELAB_OVERHEAD", KNOBS).parse_args(argv)
+    args = parser(prog, __doc__, "WIRELAB_OVERHEAD").parse_args(argv)
     exit_on_sigterm()
     results: dict[tuple[str, str], list[Result]] = {}
     with services() as lab:

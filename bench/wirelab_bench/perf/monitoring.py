@@ -11,7 +11,7 @@ from typing import Any
 
 import httpx
 
-from wirelab_bench.benchknobs import Knob, parser
+from wirelab_bench.knobs import parser
 
 MONITORING = ("prometheus", "cadvisor", "node-exporter")
 SERVICE_LABEL = "container_label_com_docker_compose_service"
@@ -114,17 +114,6 @@ class Lab:
             raise RuntimeError(f"Locust refused the swarm: {reply}")
 
 
-KNOBS: tuple[Knob, ...] = (
-    ("project", str, "wirelab", "compose project name of the running lab"),
-    ("prometheus-url", str, "http://127.0.0.1:9090", "the lab's Prometheus"),
-    ("locust-url", str, "http://127.0.0.1:8089", "the lab's Locust master (web API)"),
-    ("users", int, 20, "Locust users (the master's default mix)"),
-    ("warmup", int, 20, "seconds of load before the measured window"),
-    ("seconds", int, 120, "length of the measured window"),
-    ("goal", float, 5.0, "goal: the stack's total CPU in percent of one core"),
-)
-
-
 def report(lab: Lab, project: str, window_s: int, end: float, goal: float) -> Verdict:
     cpu_expr = cpu_query(project, MONITORING, window_s)
     print(f"CPU, % of one core (cAdvisor, rate over the {window_s} s window):\n  {cpu_expr}")
@@ -147,7 +136,7 @@ def report(lab: Lab, project: str, window_s: int, end: float, goal: float) -> Ve
 
 def main(argv: list[str] | None = None) -> int:
     prog = "wirelab perf monitoring"
-    args = parser(prog, __doc__, "WIRELAB_MONITORING", KNOBS).parse_args(argv)
+    args = parser(prog, __doc__, "WIRELAB_MONITORING").parse_args(argv)
     lab = Lab(args.prometheus_url, args.locust_url)
     lab.wait_for_workers()
     lab.swarm(args.users, args.warmup + args.seconds + SETTLE_SECONDS + 30)

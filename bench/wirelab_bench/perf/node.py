@@ -25,9 +25,8 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from wirelab_bench.benchknobs import listed, parser
 from wirelab_bench.health import wait_healthy
-from wirelab_bench.knobs import REPO
+from wirelab_bench.knobs import REPO, listed, parser
 from wirelab_bench.perf.overhead import (
     Starter,
     counter_for,
@@ -57,24 +56,6 @@ COMPARISONS = {
     "floor": ("least order server / bare echo server", None),
     "conforming": ("service / least order server", None),
 }
-KNOBS = (
-    ("compare", str, "metrics,echo,runtimes", "comparisons to run, comma separated: "
-     + ", ".join(COMPARISONS)),
-    ("protocols", str, "rest,grpc", "comma-separated protocols to measure"),
-    ("rounds", int, 32, "measured rounds per protocol and comparison, over all process pairs"),
-    ("pairs", int, 16, "fresh process pairs per protocol and comparison"),
-    ("seconds", int, 2, "length of one measured run (whole seconds: wrk needs them)"),
-    # V8 compiles the hot paths as they run: after the Python benchmark's 2 s the first measured
-    # round of each pair read prom-client on/off 0.76 (REST) and 0.895 (gRPC) at the median, the
-    # second 0.964 and 0.958 (27 Nov, 64 rounds over 32 pairs), and two 8-round pairs settled
-    # from their fourth round on (8 s of load, the warm-up included).
-    ("warmup", int, 8, "seconds each fresh process pair is loaded before its rounds, unmeasured"),
-    ("connections", int, 32, "concurrent connections (wrk) / concurrent calls (ghz), per process"),
-    ("ghz", str, "", "path of the ghz binary (default: PATH, then ~/go/bin/ghz)"),
-    ("scrape-interval", float, 1.0, "the lab's seconds between scrapes of a service's /metrics"),
-    ("node", str, "", "the node binary (default: PATH)"),
-    ("workers", int, 2, "event loops of the first arm of --compare workers"),
-)  # fmt: skip
 
 
 @contextmanager
@@ -134,7 +115,7 @@ def variants(
 
 def main(argv: Sequence[str] | None = None) -> int:
     prog = "wirelab perf node"
-    cli = parser(prog, __doc__, "WIRELAB_NODEPERF", KNOBS)
+    cli = parser(prog, __doc__, "WIRELAB_NODEPERF")
     args = cli.parse_args(argv)
     comparisons = listed(cli, args.compare, COMPARISONS, "comparison")
     protocols = listed(cli, args.protocols, SERVICES, "protocol")

@@ -19,8 +19,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Protocol, TypeVar
 
-from wirelab_bench.benchknobs import parser
-from wirelab_bench.loadgen import ARRIVALS, BINARY, OpenRun, run_open
+from wirelab_bench.knobs import parser
+from wirelab_bench.loadgen import ARRIVALS, OpenRun, run_open
 from wirelab_bench.perf import write_rows
 from wirelab_bench.perf.crosscheck import BODY
 from wirelab_bench.perf.locust_overhead import exit_on_sigterm, services
@@ -28,15 +28,6 @@ from wirelab_bench.perf.svcprocs import CLIENT_CPU
 
 # The dashboards' palette (tests/config/test_palette.py holds every plot to it).
 COLORS = {"rest": "tab:blue", "grpc": "tab:orange"}
-KNOBS = (
-    ("rates", str, "250,500,1000,1500,2000,3000", "offered calls/s, comma separated, ascending"),
-    ("vus", int, 64, "wirelab-loadgen workers per run: the bound on calls in flight"),
-    ("arrivals", str, "constant", "arrival processes, comma separated: constant, poisson"),
-    ("seconds", int, 10, "seconds per run"),
-    ("loadgen", str, str(BINARY), "wirelab-loadgen binary (make tools)"),
-    ("csv", str, "openloop.csv", "where the rows go"),
-    ("plot", str, "openloop.png", "the latency-against-throughput plot (needs matplotlib)"),
-)
 
 
 class Timed(Protocol):
@@ -87,7 +78,7 @@ def plot(runs: dict[tuple[str, str], list[OpenRun]], path: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser("wirelab perf openloop", __doc__, "WIRELAB_OPENLOOP", KNOBS)
+    args = parser("wirelab perf openloop", __doc__, "WIRELAB_OPENLOOP")
     ns = args.parse_args(argv)
     rates = [float(r) for r in ns.rates.split(",")]
     if rates != sorted(rates) or not rates or rates[0] <= 0:

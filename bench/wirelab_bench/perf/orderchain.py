@@ -31,33 +31,13 @@ from pathlib import Path
 
 from wirelab_locust.content import order_request
 
-from wirelab_bench.benchknobs import parser
-from wirelab_bench.loadgen import BINARY, ClosedRun, run_closed
+from wirelab_bench.knobs import parser
+from wirelab_bench.loadgen import ClosedRun, run_closed
 from wirelab_bench.perf import write_rows
 from wirelab_bench.perf.confirmations import NONE, Confirmations, between, read, settled
 from wirelab_bench.perf.locust_overhead import exit_on_sigterm
 from wirelab_bench.promql import SERVICE_LABEL
 
-KNOBS = (
-    ("loads", str, "10,100,300", "concurrent orders (closed-loop users), comma separated"),
-    ("seconds", int, 30, "seconds per run"),
-    ("work-ms", int, 100, "work per service and order (the study's 100 ms)"),
-    ("fail-over-ms", float, 900, "an order answered later than this is failed (the study's)"),
-    ("rest", str, "http://127.0.0.1:8000", "the REST arm's edge"),
-    ("grpc", str, "127.0.0.1:50051", "the gRPC arm's edge"),
-    ("amqp", str, "127.0.0.1:50052", "the AMQP arm's edge (a gRPC service)"),
-    (
-        "amqp-metrics",
-        str,
-        "http://127.0.0.1:9102/metrics",
-        "the AMQP arm's edge /metrics: its fire-and-forget confirmations",
-    ),
-    ("arms", str, "rest,grpc,amqp", "the arms to measure, comma separated"),
-    ("prometheus", str, "http://127.0.0.1:9090", "the lab's Prometheus, for cAdvisor's CPU"),
-    ("idle-seconds", int, 20, "idle seconds measured first: the CPU subtracted from each run"),
-    ("loadgen", str, str(BINARY), "wirelab-loadgen binary (make tools)"),
-    ("csv", str, "orderchain.csv", "where the rows go"),
-)
 ARMS = ("rest", "grpc", "amqp")
 CONFIRMATION_COLUMNS = tuple(f"confirmation_{f}" for f in Confirmations.__dataclass_fields__)
 HOPS = ("product", "customer", "shipping")
@@ -160,7 +140,7 @@ def rotation(arms: Sequence[str], index: int) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser("wirelab perf orderchain", __doc__, "WIRELAB_ORDERCHAIN", KNOBS)
+    args = parser("wirelab perf orderchain", __doc__, "WIRELAB_ORDERCHAIN")
     ns = args.parse_args(argv)
     try:
         loads = [int(x) for x in ns.loads.split(",")]

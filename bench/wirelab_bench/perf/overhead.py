@@ -31,8 +31,7 @@ from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from wirelab_bench.benchknobs import parser
-from wirelab_bench.knobs import REPO
+from wirelab_bench.knobs import REPO, parser
 from wirelab_bench.perf import ORDER
 from wirelab_bench.perf.h2load import find_h2load
 from wirelab_bench.perf.svcprocs import CLIENT_CPU, SERVER_CPU, Service, pin, pinned, service
@@ -47,28 +46,6 @@ SCRAPE_HEADERS = {
     "text/plain;version=1.0.0;escaping=allow-utf-8;q=0.3,text/plain;version=0.0.4;q=0.2,*/*;q=0.1",
     "Accept-Encoding": "gzip",
 }
-KNOBS = (
-    # Many short rounds over many process pairs: one process can run a few percent faster or
-    # slower than an identical one for its whole life, so the median needs fresh processes.
-    # 64 rounds pin the median to about +-0.6 % (32: about +-1 %, which left REST's 0.96
-    # undecided in one run of three); about 5 minutes per protocol.
-    ("seconds", int, 2, "length of one measured run (whole seconds: wrk needs them)"),
-    ("rounds", int, 64, "measured rounds per protocol, over all process pairs"),
-    ("pairs", int, 32, "fresh process pairs per protocol, the rounds split between them"),
-    ("connections", int, 32, "concurrent connections (wrk) / concurrent calls (ghz), per variant"),
-    ("ghz", str, "", "path of the ghz binary (default: PATH, then ~/go/bin/ghz)"),
-    ("protocols", str, "rest,grpc", "comma-separated protocols to measure"),
-    # The lab's Prometheus scrapes both services every second (prometheus/prometheus.yml; a test
-    # keeps the two equal). 0 turns scraping off, to see what exposition costs.
-    ("scrape-interval", float, 1.0, "the lab's seconds between scrapes of a service's /metrics"),
-    # A control run: metrics on against metrics on shows what the method itself reads as a
-    # difference where there is none (expect 1.000, the interval around it is the noise).
-    ("against", str, "off", "what metrics on is compared with: off, or on for a control run"),
-    # REST's second server (docs/http2.md): Granian, loaded over h2c as ghz loads gRPC (the
-    # connections' calls spread over 4 connections), so its observer effect is measured apart.
-    ("rest-http", str, "1.1", "REST server: 1.1 = uvicorn, loaded by wrk; 2 = Granian "
-     "(WIRELAB_REST_HTTP=2), loaded by h2load over h2c"),
-)  # fmt: skip
 
 
 def find_ghz(given: str) -> str:
@@ -357,7 +334,7 @@ def summarize(
 
 def main(argv: list[str] | None = None) -> int:
     prog = "wirelab perf overhead"
-    cli = parser(prog, __doc__, "WIRELAB_OBSERVER", KNOBS)
+    cli = parser(prog, __doc__, "WIRELAB_OBSERVER")
     args = cli.parse_args(argv)
     if args.against not in ("off", "on"):
         cli.error(f"--against must be off or on, not {args.against!r}")

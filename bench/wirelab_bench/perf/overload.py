@@ -19,11 +19,10 @@ import argparse
 import sys
 import time
 
-from wirelab_bench.benchknobs import parser
+from wirelab_bench.knobs import parser
 from wirelab_bench.perf.overhead import find_ghz
 from wirelab_bench.perf.prober import between, median_ms, recovery_seconds
 from wirelab_bench.perf.stress import (
-    COMMON_KNOBS,
     MIB,
     counts,
     drive,
@@ -35,21 +34,6 @@ from wirelab_bench.perf.stress import (
 from wirelab_bench.perf.svcprocs import CLIENT_CPU, SERVER_CPU, pin
 
 RECOVERY_GOAL_S = 10.0
-KNOBS = (
-    *COMMON_KNOBS,
-    ("duration", int, 60, "seconds of overload per protocol"),
-    ("factor", float, 3.0, "offered load as a multiple of the measured saturation rate"),
-    ("pause-ms", float, 100.0, "each client's pause between calls (sets how many are in flight)"),
-    (
-        "recovered-factor",
-        float,
-        2.0,
-        "recovered: every 1 s window's probe median <= this x baseline",
-    ),
-    ("watch-seconds", int, 30, "longest wait for recovery after the load stops"),
-    # compose.yaml gives each service under test WIRELAB_SUT_MEMORY, 2g by default.
-    ("rss-limit-mib", int, 2048, "the memory limit a service has in the lab"),
-)
 
 
 def overload(protocol: str, a: argparse.Namespace, ghz_binary: str) -> bool:
@@ -95,7 +79,7 @@ def overload(protocol: str, a: argparse.Namespace, ghz_binary: str) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser("wirelab perf overload", __doc__, "WIRELAB_OVERLOAD", KNOBS)
+    args = parser("wirelab perf overload", __doc__, "WIRELAB_OVERLOAD")
     parsed = args.parse_args(argv)
     protocols = [p for p in parsed.protocols.split(",") if p]
     ghz_binary = find_ghz(parsed.ghz) if "grpc" in protocols else ""

@@ -28,15 +28,10 @@ from wirelab import core
 from wirelab.v1 import wirelab_pb2 as pb
 from wirelab.v1 import wirelab_pb2_grpc as pb_grpc
 
-from wirelab_bench.benchknobs import parser
+from wirelab_bench.knobs import parser
 from wirelab_bench.perf.svcprocs import CLIENT_CPU, SERVER_CPU, pin, service
 
 MIB = 1024 * 1024
-KNOBS = (
-    ("sizes", str, "1,16,64", "payload sizes in MiB, comma-separated"),
-    ("repeats", int, 5, "transfers per path and size (median reported)"),
-    ("chunk-bytes", int, MIB, "chunk size of the chunked paths"),
-)
 # A transfer returns what it got back: the bytes (downloads, hashed after the clock stops) or
 # the size and digest the server computed (uploads).
 Transfer = Callable[[int], bytes | memoryview | tuple[int, str]]
@@ -154,7 +149,7 @@ def measure(transfer: Transfer, size: int, repeats: int) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser("wirelab perf payloads", __doc__, "WIRELAB_PAYLOADS", KNOBS).parse_args(argv)
+    args = parser("wirelab perf payloads", __doc__, "WIRELAB_PAYLOADS").parse_args(argv)
     sizes = [int(s) * MIB for s in args.sizes.split(",") if s]
     step = args.chunk_bytes
     pin(CLIENT_CPU)

@@ -24,8 +24,7 @@ from dataclasses import dataclass
 
 import yaml
 
-from wirelab_bench.benchknobs import listed, parser
-from wirelab_bench.knobs import REPO
+from wirelab_bench.knobs import REPO, listed, parser
 from wirelab_bench.perf.node import SERVICES as NODE_SERVICES
 from wirelab_bench.perf.node import node_process
 from wirelab_bench.perf.svcprocs import Service, pinned, service
@@ -37,11 +36,6 @@ CHECKED = {
     "rest-node": ("node", "rest"),
     "grpc-node": ("node", "grpc"),
 }
-KNOBS = (
-    ("checks", int, 20, "healthchecks run per service"),
-    ("services", str, ",".join(CHECKED), "compose services whose healthcheck is measured"),
-    ("cpu", int, 1, "the core the checks run on (the service runs on the other)"),
-)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -107,7 +101,7 @@ def cpu_per_check(
 
 def main(argv: Sequence[str] | None = None) -> int:
     prog = "wirelab perf probes"
-    cli = parser(prog, __doc__, "WIRELAB_PROBES", KNOBS)
+    cli = parser(prog, __doc__, "WIRELAB_PROBES")
     args = cli.parse_args(argv)
     names = listed(cli, args.services, CHECKED, "service")
     node = shutil.which("node") or ""

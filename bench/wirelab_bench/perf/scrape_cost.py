@@ -19,13 +19,8 @@ from wirelab.exposition import TextPage
 from wirelab.metrics import ServerMetrics
 from wirelab_locust.metrics import ClientCollector, Gauges, Observations
 
-from wirelab_bench.benchknobs import Knob, parser
+from wirelab_bench.knobs import parser
 from wirelab_bench.scrape import parse
-
-KNOBS: tuple[Knob, ...] = (
-    ("scrapes", int, 300, "scrapes timed per round"),
-    ("rounds", int, 3, "rounds; the cheapest is reported (least disturbed by other work)"),
-)
 
 
 def _calls(metrics: ServerMetrics) -> None:
@@ -84,7 +79,7 @@ def _locust_page() -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     disable_created_metrics()  # type: ignore[no-untyped-call]  # as wirelab.serving does
-    a = parser("wirelab perf scrape-cost", __doc__, "WIRELAB_SCRAPE", KNOBS).parse_args(argv)
+    a = parser("wirelab perf scrape-cost", __doc__, "WIRELAB_SCRAPE").parse_args(argv)
     pages: dict[str, str] = {}
     for protocol in EDGE_PROTOCOLS:
         registry = CollectorRegistry()

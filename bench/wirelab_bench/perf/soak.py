@@ -16,11 +16,10 @@ import argparse
 import sys
 import time
 
-from wirelab_bench.benchknobs import parser
+from wirelab_bench.knobs import parser
 from wirelab_bench.perf.overhead import find_ghz
 from wirelab_bench.perf.prober import between, median_ms, periodic
 from wirelab_bench.perf.stress import (
-    COMMON_KNOBS,
     MIB,
     counts,
     drive,
@@ -32,16 +31,6 @@ from wirelab_bench.perf.stress import (
 from wirelab_bench.perf.svcprocs import CLIENT_CPU, SERVER_CPU, pin
 
 GROWTH_GOAL = 0.10
-KNOBS = (
-    *COMMON_KNOBS,
-    ("duration", int, 600, "seconds of load per protocol"),
-    ("load", float, 0.7, "offered load as a fraction of the measured saturation rate"),
-    ("connections", int, 32, "connections (wrk) / concurrent workers (ghz) of the load"),
-    ("sample-seconds", float, 2.0, "seconds between samples of RSS and open descriptors"),
-    # The first minute holds the allocator's and the caches' one-off growth (connections
-    # accepted, buffers sized, histograms filled), which is not what a soak looks for.
-    ("warmup-seconds", float, 60.0, "seconds of load before growth is measured (capped at 1/4)"),
-)
 
 
 def soak(protocol: str, a: argparse.Namespace, ghz_binary: str) -> bool:
@@ -91,7 +80,7 @@ def soak(protocol: str, a: argparse.Namespace, ghz_binary: str) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser("wirelab perf soak", __doc__, "WIRELAB_SOAK", KNOBS)
+    args = parser("wirelab perf soak", __doc__, "WIRELAB_SOAK")
     parsed = args.parse_args(argv)
     protocols = [p for p in parsed.protocols.split(",") if p]
     ghz_binary = find_ghz(parsed.ghz) if "grpc" in protocols else ""

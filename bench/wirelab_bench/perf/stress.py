@@ -24,13 +24,6 @@ MIB = 1024 * 1024
 # before 32 on one core (a call takes ~0.3 ms of CPU, the loopback round trip about as much).
 STEPS = (4, 8, 16, 32)
 SETTLE_S = 2.0
-# Knobs both commands have: (flag, type, default, help).
-COMMON_KNOBS = (
-    ("protocols", str, "rest,grpc", "comma-separated protocols to measure, one after the other"),
-    ("ghz", str, "", "path of the ghz binary (default: PATH, then ~/go/bin/ghz)"),
-    ("probe-interval", float, 0.1, "seconds between the probe's small calls"),
-    ("baseline-seconds", int, 5, "quiet seconds of probes before any load: the baseline latency"),
-)
 
 
 @dataclass

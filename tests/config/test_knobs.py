@@ -1,0 +1,119 @@
+"""The knob table declares every knob once (contract/knobs.json, contract/knobs-lab.json): a
+WIRELAB_* name that code, compose, a script or a page uses must be declared there, a declared one
+must be read by something, and docs/knobs.md must be what the table says."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+from wirelab.contract import knobdoc
+from wirelab.contract.table import BY_ENV, ENTRIES, PARTS, Entry
+
+REPO = Path(__file__).resolve().parents[2]
+NAME = re.compile(r"WIRELAB_[A-Z0-9_]*[A-Z0-9]")
+# Names that look like knobs and are not variables.
+NOT_VARIABLES = {
+    "WIRELAB_NODE": "a Python constant, the wirelab-node arm's name (perf/hopstats.py)",
+    "WIRELAB_PATH": "a JavaScript constant, the gRPC service's path prefix (grpc/server.js)",
+    "WIRELAB_X": "a placeholder in prose: any knob",
+}
+# Where a name is its own declaration or its generated page.
+DECLARATIONS = {"contract/knobs.json", "contract/knobs-lab.json", "docs/knobs.md"}
+# Parts whose reader takes every knob of its part from the table, by prefix.
+TABLE_READ = {"services", "runner", "locust"}
+
+
+def _files() -> list[str]:
+    listed = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    return [f for f in listed if (REPO / f).is_file() and f not in DECLARATIONS]
+
+
+def _text(path: str) -> str:
+    try:
+        return (REPO / path).read_text(encoding="utf-8")
+    except (UnicodeDecodeError, OSError):
+        return ""
+
+
+FILES = {path: _text(path) for path in _files()}
+CODE = {p: t for p, t in FILES.items() if not p.endswith(".md")}
+PREFIXES = {part.prefix.rstrip("_") for part in PARTS.values()}
+
+
+def _declared(name: str, after: str) -> bool:
+    if name in BY_ENV or name in PREFIXES or name in NOT_VARIABLES:
+        return True
+    # A family written with a wildcard: WIRELAB_CLUSTER_*, WIRELAB_{REST,GRPC}_HOST_PORT, ...
+    if after[:2] in ("_*", "_{", "_…") or after[:1] in ("*", "…"):
+        return any(env.startswith(name) for env in BY_ENV)
+    return False
+
+
+def test_every_name_used_is_declared() -> None:
+    undeclared: dict[str, set[str]] = {}
+    for path, text in FILES.items():
+        for match in NAME.finditer(text):
+            if not _declared(match.group(), text[match.end() : match.end() + 2]):
+                undeclared.setdefault(match.group(), set()).add(path)
+    assert not undeclared, "declare these in contract/knobs-lab.json: " + "; ".join(
+        f"{name} ({', '.join(sorted(paths))})" for name, paths in sorted(undeclared.items())
+    )
+
+
+def _read(entry: Entry) -> bool:
+    if entry.part in TABLE_READ:
+        return True
+    prefix = PARTS[entry.part].prefix
+    if prefix != "WIRELAB_":
+        # An experiment reads its part by prefix (wirelab_bench.knobs.parser).
+        return any(f'"{prefix.rstrip("_")}"' in text for text in CODE.values())
+    # A test that sets a variable does not read it: only the tests' own knobs count theirs.
+    return any(
+        entry.env in text
+        for path, text in CODE.items()
+        if entry.part == "tests" or not path.startswith("tests/")
+    )
+
+
+@pytest.mark.parametrize("entry", ENTRIES, ids=lambda e: e.env)
+def test_every_declared_name_is_read(entry: Entry) -> None:
+    assert _read(entry), f"nothing reads {entry.env}: drop it from the knob table"
+
+
+def test_each_variable_is_declared_once() -> None:
+    envs = [e.env for e in ENTRIES]
+    assert len(envs) == len(set(envs))
+    for entry in ENTRIES:
+        assert entry.help and "\n" not in entry.help, entry.env
+        entry.value  # noqa: B018 - a default its own type refuses is a broken table
+
+
+def test_compose_defaults_are_the_tables() -> None:
+    """compose cannot read the table, so a default it writes must be the table's (one of them,
+    where a topology gives another, e.g. the cluster's through Toxiproxy)."""
+    written: dict[str, set[str]] = {}
+    compose = ["compose.yaml", *(p for p in CODE if p.startswith("topologies/"))]
+    for path in compose:
+        for m in re.finditer(r"\$\{(WIRELAB_[A-Z0-9_]+):?-([^}]*)\}", CODE.get(path, "")):
+            written.setdefault(m.group(1), set()).add(m.group(2))
+    wrong = {
+        env: (BY_ENV[env].default, defaults)
+        for env, defaults in written.items()
+        if env in BY_ENV
+        and BY_ENV[env].part != "services"
+        and str(BY_ENV[env].default) not in defaults
+    }
+    assert not wrong
+
+
+def test_the_reference_page_is_current() -> None:
+    assert knobdoc.main(["--check"]) == 0, "python -m wirelab.contract.knobdoc"
