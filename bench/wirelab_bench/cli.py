@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from wirelab_bench import knobs as knob_table
@@ -14,7 +15,8 @@ from wirelab_bench.cellcost import cell_cost
 from wirelab_bench.network import DIRECT, NetworkError, Toxiproxy, load_profiles
 from wirelab_bench.perf import commands as experiments
 from wirelab_bench.report import NOTEBOOK, render, resolve_run
-from wirelab_bench.runner import EXIT_LAB_NOT_READY, EXIT_USAGE, run
+from wirelab_bench.runner import EXIT_GATE_FAILED, EXIT_LAB_NOT_READY, EXIT_USAGE, run
+from wirelab_bench.scenario import Scenario
 from wirelab_bench.scenario_file import ScenarioError, check_routes, load_scenario, resolve
 
 EPILOG = """exit codes:
@@ -35,6 +37,14 @@ COMPARE_EPILOG = """exit codes (a CI gate):
   2  usage error (a folder without manifest.json or tidy.csv), or refused: the manifests differ
      in host, images, the runner's knobs, servers, topology, network or scenario shape (the
      message names each field; --force compares anyway)
+"""
+
+
+REPEAT_EPILOG = """exit codes:
+  0  the table is written
+  2  usage error (under two folders, a folder without manifest.json or tidy.csv), or refused:
+     the runs are of other scenarios or differ as `wirelab compare` refuses (--force computes
+     anyway)
 """
 
 
@@ -59,6 +69,13 @@ def parser() -> argparse.ArgumentParser:
     bench.add_argument("scenario", help="scenario name (smoke, quick, full, iit, ...) or file path")
     bench.add_argument(
         "--dry-run", action="store_true", help="print the cells and planned time, measure nothing"
+    )
+    bench.add_argument(
+        "--runs",
+        type=int,
+        default=1,
+        help="run the scenario this many times, one results folder each, then write the "
+        "run-to-run spread (repeatability.csv, .html) into the last one (default 1)",
     )
     knob_table.add_arguments(bench)
     report = sub.add_parser(
@@ -107,6 +124,26 @@ def parser() -> argparse.ArgumentParser:
         default=os.environ.get("WIRELAB_COMPARE_OUTPUT", ""),
         help="where the CSV and HTML go (default: run B's folder; env WIRELAB_COMPARE_OUTPUT)",
     )
+    repeat = sub.add_parser(
+        "repeatability",
+        help="the run-to-run spread of results folders of one scenario: per kind and figure",
+        description="Per condition (kind, load, payload, ...) and figure (successful calls/s,\n"
+        "median and p99 client latency): each run's figure for each protocol and its own\n"
+        "gRPC/REST ratio, their mean, 95 % interval and coefficient of variation; writes\n"
+        "repeatability.csv and repeatability.html into the last folder (docs/bench.md,\n"
+        "'Repeatability').",
+        epilog=REPEAT_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    repeat.add_argument("runs", nargs="+", help="two or more results folders of one scenario")
+    repeat.add_argument(
+        "--force",
+        action="store_true",
+        help="compute even when the manifests differ in host, images, knobs or scenario",
+    )
+    repeat.add_argument(
+        "--output-dir", default="", help="where the CSV and HTML go (default: the last folder)"
+    )
     network = sub.add_parser(
         "network",
         help="put a network profile on the running lab's Toxiproxy (compose profile netem)",
@@ -151,6 +188,11 @@ def main(argv: list[str] | None = None) -> int:
         return _network(args)
     if args.command == "compare":
         return _compare(args)
+    if args.command == "repeatability":
+        out = Path(args.output_dir) if args.output_dir else None
+        return _repeatability([Path(r) for r in args.runs], args.force, out)
+    if args.runs < 1:
+        cli.error("--runs must be 1 or more")
     knobs = knob_table.from_namespace(args)
     try:
         profiles = load_profiles(Path(knobs.network_profiles))
@@ -174,9 +216,68 @@ def main(argv: list[str] | None = None) -> int:
         minutes = scenario.estimated_seconds(cost.seconds) / 60
         print(f"{len(scenario.cells())} cells, about {minutes:.1f} min")
         print(f"({cost.seconds:.1f} s per cell beyond its phases: {cost.source})")
+        if args.runs > 1:
+            print(f"{args.runs} runs, about {args.runs * minutes:.1f} min")
         return 0
-    code, _ = run(scenario, knobs)
-    return code
+    if args.runs == 1:
+        return run(scenario, knobs)[0]
+    return _runs(scenario, knobs, args.runs)
+
+
+def _runs(scenario: Scenario, knobs: knob_table.Knobs, runs: int) -> int:
+    """The scenario ``runs`` times, odd runs in reversed order, then their repeatability; the
+    worst exit code. A run that stops short (lab not ready, interrupted) ends the series: the
+    next would not repeat it."""
+    folders, worst = [], 0
+    for i in range(runs):
+        print(f"wirelab bench: run {i + 1} of {runs}", file=sys.stderr)
+        code, folder = run(replace(scenario, reversed_order=i % 2 == 1), knobs)
+        worst = max(worst, code)
+        if code > EXIT_GATE_FAILED:
+            break
+        folders.append(folder)
+    if len(folders) < 2:
+        print("wirelab bench: under two complete runs, no repeatability table", file=sys.stderr)
+        return worst
+    # The series' exit code is its runs': a table not written (the bench image has no scipy)
+    # says why on stderr, and the folders are there for `wirelab repeatability` later.
+    _repeatability(folders, force=False, output=None)
+    return worst
+
+
+def _repeatability(folders: list[Path], force: bool, output: Path | None) -> int:
+    # Imported here: scipy comes with the notebook extra, which `wirelab bench` does not need.
+    try:
+        from wirelab_bench import compare as cmp
+        from wirelab_bench import repeatability as rep
+    except ImportError as exc:
+        later = " ".join(map(str, folders))
+        print(f"wirelab repeatability: {exc}; with the notebook extra installed, "
+              f"`wirelab repeatability {later}`", file=sys.stderr)  # fmt: skip
+        return EXIT_USAGE
+    if len(folders) < 2:
+        print("wirelab repeatability: two or more results folders are needed", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        loaded = [cmp.load_run(folder) for folder in folders]
+    except FileNotFoundError as exc:
+        print(f"wirelab repeatability: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    blocking = rep.differences(folders, [manifest for manifest, _ in loaded])
+    if blocking and not force:
+        print("wirelab repeatability: refused, the runs differ:", file=sys.stderr)
+        for line in blocking:
+            print(f"  {line}", file=sys.stderr)
+        print("(--force computes anyway)", file=sys.stderr)
+        return EXIT_USAGE
+    notes = [f"{f}: status {m.get('status')}" for f, (m, _) in zip(folders, loaded, strict=True)
+             if m.get("status") != "complete"]  # fmt: skip
+    table = rep.table([tidy for _, tidy in loaded])
+    csv, page = rep.write(output or folders[-1], folders, table, [*blocking, *notes])
+    for line in rep.summary(table):
+        print(line)
+    print(f"written: {csv}, {page}")
+    return 0
 
 
 def _report(args: argparse.Namespace) -> int:

@@ -73,7 +73,7 @@ def keys_of(a: pd.DataFrame, b: pd.DataFrame) -> list[str]:
     return [k for k in KEYS if k in a.columns or k in b.columns]
 
 
-def _keyed(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+def keyed(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     out = frame.copy()
     for k in keys:
         if k == "hop_network" and k not in out.columns:
@@ -118,7 +118,7 @@ def compare(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
     holds 1 exactly when the two intervals overlap, so a flagged change is one whose range
     excludes 1."""
     keys = keys_of(a, b)
-    a, b = _keyed(a, keys), _keyed(b, keys)
+    a, b = keyed(a, keys), keyed(b, keys)
     groups_b = {k: part for k, part in b.groupby(keys, dropna=False)}
     rows: list[dict[str, Any]] = []
     for cond, part_a in a.groupby(keys, dropna=False):
@@ -145,7 +145,7 @@ def compare(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
 def unmatched(a: pd.DataFrame, b: pd.DataFrame) -> tuple[list[str], list[str]]:
     """Conditions only in A and only in B, as 'key=value ...' lines."""
     keys = keys_of(a, b)
-    seen = [set(_keyed(f, keys)[keys].itertuples(index=False, name=None)) for f in (a, b)]
+    seen = [set(keyed(f, keys)[keys].itertuples(index=False, name=None)) for f in (a, b)]
 
     return sorted(_cond(keys, c) for c in seen[0] - seen[1]), sorted(
         _cond(keys, c) for c in seen[1] - seen[0]
@@ -183,6 +183,7 @@ def _fields(manifest: dict[str, Any], same_commit: bool) -> dict[str, Any]:
     out = {f"knobs.{k}": knobs.get(k) for k in KNOB_KEYS}
     out |= {f"host.{k}": host.get(k) for k in HOST_KEYS}
     out |= {"servers": manifest.get("servers"), "network": manifest.get("network")}
+    out |= {"clients": manifest.get("clients")}
     out |= {"topology.name": topology.get("name"), "topology.peers": topology.get("peers")}
     out |= _shape(manifest) | _images(manifest, "image")
     # A new commit rebuilds the lab's images, so new ids are what a regression check compares;

@@ -144,15 +144,19 @@ class Scenario:
     gates: Gates = field(default_factory=Gates)
     topology: str = "one-hop"  # the wiring the lab must run (wirelab_bench.topology)
     purpose: str = COMPARISON
+    # The odd runs of a series (`wirelab bench --runs`) start with the order reversed, so a
+    # scenario of one repetition does not always run the same protocol first.
+    reversed_order: bool = False
 
     def cells(self) -> list[Cell]:
         """The run order; odd repetitions reverse the protocol and the runtime order, so neither
         always leads."""
         cells: list[Cell] = []
         for rep in range(self.repetitions):
+            ahead = (rep % 2 == 1) == self.reversed_order
             for group in self.groups:
-                protocols = group.protocols if rep % 2 == 0 else group.protocols[::-1]
-                runtimes = group.runtimes if rep % 2 == 0 else group.runtimes[::-1]
+                protocols = group.protocols if ahead else group.protocols[::-1]
+                runtimes = group.runtimes if ahead else group.runtimes[::-1]
                 for load in group.loads:
                     for kind in group.kinds:
                         sizes = (0,) if kind in UNSIZED_KINDS else group.payload_sizes

@@ -1,0 +1,173 @@
+"""Run-to-run repeatability: per condition and figure, each protocol's and gRPC/REST's spread."""
+
+from __future__ import annotations
+
+import html
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from wirelab_bench import compare as cmp
+from wirelab_bench.intervals import t_interval
+
+CSV, HTML = "repeatability.csv", "repeatability.html"
+FIGURES = {
+    "ok_per_s": "successful calls/s",
+    "client_p50_ms": "median latency",
+    "client_p99_ms": "p99 latency",
+}
+RATIO = "grpc/rest"
+ARMS = ("rest", "grpc", RATIO)  # the order of a condition's rows; other arms follow
+# The lab's goal for the ratios a user quotes: they repeat within 5 % coefficient of variation.
+GOAL_CV = 0.05
+GOAL_FIGURES = ("ok_per_s", "client_p50_ms")
+COLUMNS = ("figure", "arm", "runs", "mean", "low", "high", "cv", "goal", "values")
+# What a run's conditions are matched on across runs: compare's keys, less the arm's own.
+CONDITION = tuple(k for k in cmp.KEYS if k not in ("protocol", "rest_http"))
+
+
+def _arm(protocol: str, rest_http: str) -> str:
+    """The arm a row measures: its protocol, REST over h2c told apart from REST over 1.1."""
+    return f"{protocol}-h2c" if protocol == "rest" and rest_http == "h2c" else protocol
+
+
+def per_run(runs: Sequence[pd.DataFrame]) -> pd.DataFrame:
+    """One row per run, condition and arm: each figure of that run (the mean of its
+    repetitions), and the run's gRPC/REST ratio of each as one more arm, ``grpc/rest``."""
+    keys = [k for k in cmp.KEYS if any(k in t.columns for t in runs)]
+    condition = [k for k in keys if k in CONDITION]
+    figures = [f for f in FIGURES if any(f in t.columns for t in runs)]
+    parts = []
+    for i, tidy in enumerate(runs):
+        t = cmp.keyed(tidy.reindex(columns=sorted({*tidy.columns, *figures})), keys)
+        http = t["rest_http"] if "rest_http" in t.columns else [""] * len(t)
+        t["arm"] = [_arm(p, h) for p, h in zip(t["protocol"], http, strict=True)]
+        means = t.groupby([*condition, "arm"])[figures].mean().reset_index()
+        rest, grpc = (
+            means[means["arm"] == a].set_index(condition)[figures] for a in ("rest", "grpc")
+        )
+        ratio = (grpc / rest).dropna(how="all").reset_index().assign(arm=RATIO)
+        parts.append(pd.concat([means, ratio], ignore_index=True).assign(run=i))
+    return pd.concat(parts, ignore_index=True)
+
+
+def _cv(values: Sequence[float]) -> float:
+    """Standard deviation over mean (ddof 1); NaN under two values or a mean of zero."""
+    if len(values) < 2 or not sum(values):
+        return math.nan
+    mean = sum(values) / len(values)
+    return math.sqrt(sum((x - mean) ** 2 for x in values) / (len(values) - 1)) / abs(mean)
+
+
+def table(runs: Sequence[pd.DataFrame]) -> pd.DataFrame:
+    """Per condition, figure and arm: how many runs measured it, the mean of their figures and
+    its 95 % interval, their coefficient of variation, the goal where it applies, and the runs'
+    own figures. The gRPC/REST row's mean is the runs' ratios' geometric mean, with a Student's t
+    interval on their logarithms, as a run's repetitions give one (intervals.across_repetitions)."""
+    rows = per_run(runs)
+    condition = [k for k in CONDITION if k in rows.columns]
+    figures = [f for f in FIGURES if f in rows.columns]
+    out: list[dict[str, Any]] = []
+    for cond, part in rows.groupby(condition):
+        arms = sorted(set(part["arm"]), key=lambda a: (ARMS.index(a) if a in ARMS else 9, a))
+        for figure, arm in ((f, a) for f in figures for a in arms):
+            found = part.loc[part["arm"] == arm, figure]
+            values = [float(v) for v in found if math.isfinite(v)]
+            if not values:
+                continue
+            mean, low, high, _ = cmp.ci(values)
+            if arm == RATIO and len(values) > 1 and min(values) > 0:
+                centre, half = t_interval([math.log(v) for v in values])
+                mean, low, high = (math.exp(centre + d) for d in (0, -half, half))
+            cv = _cv(values)
+            goal = ""
+            if arm == RATIO and figure in GOAL_FIGURES and not math.isnan(cv):
+                goal = "met" if cv <= GOAL_CV else "missed"
+            out.append(
+                dict(zip(condition, cond, strict=True))
+                | {"figure": figure, "arm": arm, "runs": len(values), "mean": mean, "low": low}
+                | {"high": high, "cv": cv, "goal": goal}
+                | {"values": ";".join(f"{v:.6g}" for v in values)}
+            )
+    return pd.DataFrame(out, columns=[*condition, *COLUMNS])
+
+
+NAMES = {"rest": "REST", "grpc": "gRPC"}
+
+
+def _pct(share: float, digits: int = 1) -> str:
+    return f"{share * 100:.{digits}f} %"
+
+
+def _condition(row: pd.Series) -> str:
+    size = f" {int(row['payload_bytes'])} B" if row.get("payload_bytes") else ""
+    generator = row.get("generator", "locust")
+    by = "" if generator == "locust" else f" ({generator})"
+    network = row.get("network", "direct")
+    where = "" if network in ("direct", "") else f" {network}"
+    return f"{row['kind']} {row['load']}{size}{by}{where}"
+
+
+def summary(t: pd.DataFrame) -> list[str]:
+    """What the terminal shows: each condition's gRPC/REST ratios with their spread, then the
+    goal's tally."""
+    lines = []
+    for _, r in t[t["arm"] == RATIO].iterrows():
+        sides = t[(t["figure"] == r["figure"]) & (t["arm"].isin(["rest", "grpc"]))]
+        same = sides[[c for c in CONDITION if c in t.columns]].eq(
+            r[[c for c in CONDITION if c in t.columns]]
+        )
+        cvs = {s["arm"]: s["cv"] for _, s in sides[same.all(axis=1)].iterrows()}
+        each = ", ".join(f"{name} {_pct(cvs[arm])}" for arm, name in NAMES.items() if arm in cvs)
+        lines.append(
+            f"{_condition(r)}: {FIGURES[r['figure']]} gRPC/REST {r['mean']:.3g} "
+            f"[{r['low']:.3g}-{r['high']:.3g}], CV {_pct(r['cv'])} over {r['runs']} runs "
+            f"({each})"
+        )
+    judged = t[t["goal"].isin(["met", "missed"])]
+    if len(judged):
+        met = int((judged["goal"] == "met").sum())
+        lines.append(
+            f"goal, the calls/s and median latency ratios within {_pct(GOAL_CV, 0)} CV: met in "
+            f"{met} of {len(judged)}"
+        )
+    return lines
+
+
+def write(
+    out: Path, folders: Sequence[Path], t: pd.DataFrame, notes: list[str]
+) -> tuple[Path, Path]:
+    """repeatability.csv and repeatability.html in ``out``; returns both paths."""
+    out.mkdir(parents=True, exist_ok=True)
+    csv, page = out / CSV, out / HTML
+    t.to_csv(csv, index=False)
+    runs = "".join(f"<li>{html.escape(str(f))}</li>" for f in folders)
+    items = "".join(f"<li>{html.escape(line)}</li>" for line in [*summary(t), *notes])
+    page.write_text(
+        "<!doctype html><meta charset='utf-8'><title>wirelab repeatability</title>"
+        f"<h1>wirelab: repeatability over {len(folders)} runs</h1><ol>{runs}</ol>"
+        "<p>Per condition, figure and arm: each run's figure (the mean of its repetitions), their "
+        "mean with its 95 % Student's t interval and their coefficient of variation (standard "
+        "deviation over mean). The grpc/rest rows are each run's own ratio, its two protocols "
+        "measured side by side: their geometric mean, with the interval on their logarithms.</p>"
+        f"<h2>Summary</h2><ul>{items}</ul><h2>Every figure</h2>"
+        + t.to_html(index=False, float_format=lambda x: f"{x:.4g}", na_rep="")
+    )
+    return csv, page
+
+
+def differences(folders: Sequence[Path], manifests: Sequence[dict[str, Any]]) -> list[str]:
+    """What makes the runs not repeats of one another: another scenario, or a difference
+    `wirelab compare` refuses (host, images, the runner's knobs, servers, topology, network,
+    scenario shape), each against the first run."""
+    out = []
+    first = manifests[0]
+    for folder, manifest in zip(folders[1:], manifests[1:], strict=True):
+        if manifest.get("scenario") != first.get("scenario"):
+            out.append(f"{folder}: scenario {manifest.get('scenario')!r}, "
+                       f"not {first.get('scenario')!r}")  # fmt: skip
+        out += [f"{folder}: {d}" for d in cmp.manifest_differences(first, manifest)[0]]
+    return out
