@@ -13,6 +13,7 @@ from wirelab import core
 from wirelab.v1 import wirelab_pb2 as pb
 from wirelab.v1 import wirelab_pb2_grpc as pb_grpc
 
+from tests.services.proxy import Proxy
 from tests.services.test_integration import Service, start
 
 pytestmark = pytest.mark.integration
@@ -21,6 +22,10 @@ MIB = 1024 * 1024
 SIZE = 32 * MIB
 # Room for one call of SIZE at a time: a call is charged its peak, up to 4x its payload.
 BUDGET = 4 * SIZE + MIB
+# How long the proxy holds the large upload mid-message, and the small one's deadline meanwhile:
+# served in milliseconds when it need not wait.
+HOLD_S = 6.0
+WAIT_S = 2.0
 OPTIONS = [
     ("grpc.max_receive_message_length", 2 * SIZE),
     ("grpc.max_send_message_length", 2 * SIZE),
@@ -145,3 +150,38 @@ def test_uploads_refused_past_the_budget_are_counted(budgeted: Service) -> None:
         refused,
     )
     assert counted == refused
+
+
+def test_an_upload_waits_its_turn_while_another_is_received(budgeted: Service) -> None:
+    """With room for one message in receipt, a small upload arriving while a large one is read
+    waits: held mid-message by a proxy, the large one keeps the turn, the small one's deadline
+    passes while it waits (counted as a timeout), and the large one is then served."""
+    proxy = Proxy(budgeted.port, "up", hold=HOLD_S)
+    large: list[str] = []
+
+    def send_large() -> None:
+        with grpc.insecure_channel(f"127.0.0.1:{proxy.port}", options=OPTIONS) as channel:
+            reply = pb_grpc.WireLabStub(channel).Upload(
+                pb.Blob(data=core.payload(SIZE)), timeout=60
+            )
+            large.append(str(reply.size))
+
+    sender = threading.Thread(target=send_large)
+    sender.start()
+    # The proxy passes a MiB of the message only once the service reads it: grpc's window
+    # (bandwidth-delay probing off) is smaller, so the large upload has the turn from now on.
+    assert proxy.interrupted.wait(timeout=30)
+    with (
+        grpc.insecure_channel(f"127.0.0.1:{budgeted.port}", options=OPTIONS) as channel,
+        pytest.raises(grpc.RpcError) as waited,
+    ):
+        pb_grpc.WireLabStub(channel).Upload(pb.Blob(data=b"small"), timeout=WAIT_S)
+    assert waited.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+    sender.join(timeout=60)
+    assert large == [str(SIZE)]
+    counted = budgeted.wait_for(
+        'wirelab_server_requests_total{code="DEADLINE_EXCEEDED",kind="upload",'
+        'outcome="timeout",protocol="grpc"}',
+        1,
+    )
+    assert counted == 1
