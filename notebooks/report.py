@@ -36,6 +36,7 @@ from IPython.display import Markdown, display  # type: ignore[attr-defined]
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from wirelab.contract import EDGE_PROTOCOLS, STREAM_KINDS
+from wirelab_bench import repeatability
 from wirelab_bench.claims import (
     confirmed_orders,
     http2_split,
@@ -463,10 +464,12 @@ else:
 # %% [markdown]
 # ## Conclusions per interaction kind
 # Generated from the table above: gRPC/REST ratios per condition (same kind, load, payload and
-# generator), each with a 95 % interval: across the repetitions where there are several, else
-# from the run's own spread (each window's per-second successful calls, each window's latency
-# histogram), which leaves out the spread from run to run. A protocol is said to be ahead only
-# where the interval excludes 1; a scenario that declares itself a pipeline check gets none.
+# generator), each with a 95 % interval: across the runs of the scenario when this folder holds
+# their repeatability table (`wirelab bench <scenario> --runs N`, `wirelab repeatability`), else
+# across the repetitions where there are several, else from the run's own spread (each window's
+# per-second successful calls, each window's latency histogram), which leaves out the spread
+# from run to run. A protocol is said to be ahead only where the interval excludes 1; a scenario
+# that declares itself a pipeline check gets none.
 
 
 # %%
@@ -492,7 +495,7 @@ def claims() -> list[str]:
         light = timed[timed.users == users]
         low = light.groupby("protocol")["client_p50_ms"].mean()
         if low.notna().all():
-            ratio = latency_ratio(*sides(light), hist)
+            ratio = latency_ratio(*sides(light), hist, RUN)
             who = GENERATOR_NAMES[timed.generator.iloc[0]]
             beside = ""
             locust = unary[(unary.generator == "locust") & (unary.users == users)]
@@ -546,6 +549,9 @@ def claims() -> list[str]:
 
 
 if HAVE and not PIPELINE:
+    if (RUN / repeatability.CSV).is_file():
+        spread = repeatability.summary(pd.read_csv(RUN / repeatability.CSV))
+        say(f"Run to run ({repeatability.HTML}):\n" + "\n".join(f"- {x}" for x in spread))
     for kind in sorted(tidy["kind"].unique()):
         say(compare_kind(tidy, kind, hist, RUN))
     found = claims()

@@ -18,6 +18,7 @@ from wirelab_bench.intervals import (
     median_interval,
     per_second_ok,
 )
+from wirelab_bench.repeatability import across_runs
 
 # A condition is one generator's: Locust's and wirelab-loadgen's timings never mix.
 CONDITION = ["generator", "load", "payload_bytes"]
@@ -37,8 +38,11 @@ def per_rep(frame: pd.DataFrame, column: str, how: str = "mean") -> dict[int, fl
 
 
 def throughput_ratio(rest: pd.DataFrame, grpc: pd.DataFrame, run_dir: Path) -> Ratio | None:
-    """gRPC/REST successful calls per second of one condition: across its repetitions, else
-    from the per-second rates Locust recorded in its one window on each protocol."""
+    """gRPC/REST successful calls per second of one condition: across the runs of the
+    scenario when the folder holds their repeatability table, else across its repetitions,
+    else from the per-second rates Locust recorded in its one window on each protocol."""
+    if (runs := across_runs(run_dir, rest, "ok_per_s")) is not None:
+        return runs
     across = across_repetitions(per_rep(rest, "ok_per_s"), per_rep(grpc, "ok_per_s"))
     if across is not None or len(rest) != 1 or len(grpc) != 1 or "started_at" not in rest:
         return across
@@ -52,9 +56,14 @@ def throughput_ratio(rest: pd.DataFrame, grpc: pd.DataFrame, run_dir: Path) -> R
     return from_samples(samples[0], samples[1], point, PER_SECOND) if point else None
 
 
-def latency_ratio(rest: pd.DataFrame, grpc: pd.DataFrame, hist: pd.DataFrame) -> Ratio | None:
-    """gRPC/REST median client latency of one condition: across its repetitions, else from
-    the two windows' client latency histograms."""
+def latency_ratio(
+    rest: pd.DataFrame, grpc: pd.DataFrame, hist: pd.DataFrame, run_dir: Path | None = None
+) -> Ratio | None:
+    """gRPC/REST median client latency of one condition: across the runs of the scenario when
+    ``run_dir`` holds their repeatability table, else across its repetitions, else from the
+    two windows' client latency histograms."""
+    if run_dir is not None and (runs := across_runs(run_dir, rest, "client_p50_ms")) is not None:
+        return runs
     across = across_repetitions(per_rep(rest, "client_p50_ms"), per_rep(grpc, "client_p50_ms"))
     if across is not None or len(rest) != 1 or len(grpc) != 1 or hist.empty:
         return across
@@ -107,7 +116,9 @@ def compare_kind(tidy: pd.DataFrame, kind: str, hist: pd.DataFrame, run_dir: Pat
     else:
         lines.append("No condition had successful calls on both protocols.")
     lat = [
-        (label, latency_ratio(r, g, hist)) for label, r, g in pairs if _both(r, g, "client_p50_ms")
+        (label, latency_ratio(r, g, hist, run_dir))
+        for label, r, g in pairs
+        if _both(r, g, "client_p50_ms")
     ]
     if lat:
         lines.append(_tally(lat, "REST's was lower", "gRPC's was lower", "Median client latency"))

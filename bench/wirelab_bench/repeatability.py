@@ -11,7 +11,7 @@ from typing import Any
 import pandas as pd
 
 from wirelab_bench import compare as cmp
-from wirelab_bench.intervals import t_interval
+from wirelab_bench.intervals import Ratio, t_interval
 
 CSV, HTML = "repeatability.csv", "repeatability.html"
 FIGURES = {
@@ -157,6 +157,29 @@ def write(
         + t.to_html(index=False, float_format=lambda x: f"{x:.4g}", na_rep="")
     )
     return csv, page
+
+
+def across_runs(run_dir: Path, rows: pd.DataFrame, figure: str) -> Ratio | None:
+    """The gRPC/REST ratio of ``rows``' condition (its kind, generator, load and payload) over
+    the runs of the repeatability table in ``run_dir``, when there is one and it holds that
+    condition once; None otherwise."""
+    path = run_dir / CSV
+    if not path.is_file() or rows.empty:
+        return None
+    t = pd.read_csv(path)
+    first = rows.iloc[0]
+    match = (t["arm"] == RATIO) & (t["figure"] == figure)
+    for key in ("kind", "generator", "load"):
+        if key in t.columns:
+            match &= t[key].astype(str) == str(first.get(key, cmp.KEY_DEFAULTS.get(key, "")))
+    if "payload_bytes" in t.columns:
+        match &= t["payload_bytes"].astype(float) == float(first.get("payload_bytes", 0))
+    found = t[match]
+    if len(found) != 1 or int(found["runs"].iloc[0]) < 2:
+        return None
+    r = found.iloc[0]
+    basis = f"across {int(r['runs'])} runs of this scenario ({CSV})"
+    return Ratio(float(r["mean"]), float(r["low"]), float(r["high"]), basis)
 
 
 def differences(folders: Sequence[Path], manifests: Sequence[dict[str, Any]]) -> list[str]:

@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 from wirelab_bench import cli
 from wirelab_bench import repeatability as rep
+from wirelab_bench.conclusions import compare_kind
 from wirelab_bench.knobs import REPO, Knobs
 from wirelab_bench.scenario import Scenario
 
@@ -233,3 +234,17 @@ def test_the_dry_run_announces_the_series(
     lines = capsys.readouterr().out.splitlines()
     one, three = (float(lines[i].split("about ")[1].split()[0]) for i in (-3, -1))
     assert lines[-1].startswith("3 runs, about ") and three == pytest.approx(3 * one, abs=0.15)
+
+
+def test_the_reports_conclusions_use_the_spread_over_runs_when_the_folder_has_it(
+    tmp_path: Path,
+) -> None:
+    folders = _folders(tmp_path)
+    tidy = runs()[-1]
+    hist = pd.DataFrame(columns=["cell_id", "side", "metric", "le", "count"])
+    alone = compare_kind(tidy, "unary", hist, folders[-1])
+    assert "across 3 runs" not in alone
+    assert cli.main(["repeatability", *map(str, folders)]) == 0
+    said = compare_kind(tidy, "unary", hist, folders[-1])
+    assert said.count(f"across 3 runs of this scenario ({rep.CSV})") == 2  # calls/s, latency
+    assert "0.60 [0.50-0.71]" in said

@@ -11,6 +11,7 @@ from typing import Any
 import pandas as pd
 import pytest
 from wirelab_bench.cell import histogram_rows
+from wirelab_bench.cli import main
 from wirelab_bench.histo import Snapshot
 from wirelab_bench.knobs import REPO
 from wirelab_bench.promql import aggregate
@@ -127,3 +128,20 @@ def test_a_comparison_report_gives_each_ratio_its_interval(tmp_path: Path) -> No
     assert "Of 1 condition(s) with an interval: REST completed more in 1." in text
     assert "the spread from run to run is not in it" in text
     assert "*gRPC has higher throughput* (IIT, order-chain studies): does not hold" in text
+
+
+def test_a_report_beside_a_repeatability_table_states_the_spread_over_runs(tmp_path: Path) -> None:
+    scenario = tmp_path / "one.toml"
+    scenario.write_text(
+        'kinds = ["unary"]\nloads = [{users = 10}]\npayload_sizes = [1024]\n'
+        "warmup_s = 1\nduration_s = 5\ncooldown_s = 0\n"
+    )
+    rates = [(400, 92), (420, 100), (380, 90)]
+    runs = [folder(tmp_path / f"{i}", scenario, 5.0, {"rest": r, "grpc": g})
+            for i, (r, g) in enumerate(rates)]  # fmt: skip
+    assert main(["repeatability", *map(str, runs)]) == 0
+    render(runs[-1])
+    text = said(runs[-1])
+    assert "Run to run (repeatability.html):" in text
+    assert "- unary u10: successful calls/s gRPC/REST 0.235 [0.224-0.246], CV 1.9 % over 3" in text
+    assert "u10 0.23 [0.22-0.25] (intervals across 3 runs of this scenario" in text
