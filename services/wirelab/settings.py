@@ -17,7 +17,8 @@ from wirelab.core import Limits
 KNOBS: tuple[Knob, ...] = tuple(k for k in ALL_KNOBS if "python" in k.runtimes)
 D = DEFAULTS
 _LIMITS = tuple(f.name for f in fields(Limits))
-_ON_OFF = ("metrics", "local_work", "amqp_persistent")  # on/off knobs, booleans in Settings
+# On/off knobs, booleans in Settings.
+_ON_OFF = ("metrics", "local_work", "amqp_persistent", "traces")
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,10 @@ class Settings:
     amqp_persistent: bool = D["amqp_persistent"] == "on"
     amqp_prefetch: int = D["amqp_prefetch"]
     amqp_shape: str = D["amqp_shape"]
+    traces: bool = D["traces"] == "on"
+    trace_sample_ratio: float = D["trace_sample_ratio"]
+    traces_endpoint: str = D["traces_endpoint"]
+    service_name: str = D["service_name"]
 
     @property
     def grpc_max_message_bytes(self) -> int:

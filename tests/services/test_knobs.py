@@ -24,6 +24,8 @@ def other_value(knob: Knob) -> str:
         return str(max(int(knob.default), knob.minimum, 1) + 1)
     if knob.type == "seconds":
         return "2.5"
+    if knob.type == "ratio":
+        return "0.5"
     if knob.type == "choice":
         return next(c for c in knob.choices if c != knob.default)
     return "127.0.0.2" if knob.name == "host" else "x-wirelab-test"

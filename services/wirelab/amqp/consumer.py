@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import TYPE_CHECKING
 
 from aio_pika import Message
 from aio_pika.abc import AbstractChannel, AbstractIncomingMessage
@@ -14,7 +15,11 @@ from wirelab.amqp import wire
 from wirelab.core import CoreError, Limits
 from wirelab.metrics import ServerMetrics
 from wirelab.rpc import replies
+from wirelab.traces.amqp import consuming, publishing
 from wirelab.v1 import wirelab_pb2 as pb
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Tracer
 
 log = logging.getLogger("wirelab.amqp")
 KIND = "unary"  # an order: ProcessOrder's request and reply
@@ -32,13 +37,27 @@ class OrderConsumer:
     before the ack, so the broker delivers it again.
     """
 
-    def __init__(self, limits: Limits, metrics: ServerMetrics | None) -> None:
+    def __init__(
+        self,
+        limits: Limits,
+        metrics: ServerMetrics | None,
+        queue: str = "",
+        tracer: Tracer | None = None,
+    ) -> None:
         self.limits = limits
         self.metrics = metrics
+        # Traced: each delivery's handling a consumer span of its order's trace (the context
+        # read from the message's headers), its reply's publish a producer span under it.
+        self.queue = queue
+        self.tracer = tracer
         self.channel: AbstractChannel | None = None  # replies go out on it, once it is open
         self.in_flight: set[asyncio.Task[None]] = set()
 
     async def handle(self, message: AbstractIncomingMessage) -> None:
+        with consuming(self.tracer, message.headers, self.queue, message.correlation_id):
+            await self._handle(message)
+
+    async def _handle(self, message: AbstractIncomingMessage) -> None:
         task = asyncio.current_task()
         if task is not None:
             self.in_flight.add(task)
@@ -92,4 +111,5 @@ class OrderConsumer:
             # Not mandatory: a caller that has gone (its reply queue with it) is not an error here.
             # The channel's default exchange is looked up each time: a reconnection replaces it.
             exchange = self.channel.default_exchange
-            await exchange.publish(answer, message.reply_to, mandatory=False)
+            with publishing(self.tracer, answer.headers, message.reply_to, answer.correlation_id):
+                await exchange.publish(answer, message.reply_to, mandatory=False)

@@ -11,6 +11,7 @@ from wirelab import serving
 from wirelab.amqp import wire
 from wirelab.amqp.consumer import OrderConsumer
 from wirelab.settings import Settings
+from wirelab.traces import start as start_tracing
 
 PROG = "python -m wirelab.amqp"
 
@@ -37,7 +38,10 @@ async def serve(settings: Settings) -> None:
     except ValueError as exc:
         serving.bad_configuration(PROG, ValueError(f"WIRELAB_AMQP_CONSUME: {exc}"))
     metrics = serving.instruments(settings, "amqp", "asyncio")
-    consumer = OrderConsumer(settings.limits, metrics)
+    # A consumer is named after its queue unless told otherwise: compose names each so.
+    tracing = start_tracing(settings, "amqp", service=address.queue)
+    tracer = None if tracing is None else tracing.tracer
+    consumer = OrderConsumer(settings.limits, metrics, address.queue, tracer)
     link = Consuming()
     serving.serve_metrics(settings, PROG, metrics, link.problem)
     stop = asyncio.Event()
@@ -51,6 +55,8 @@ async def serve(settings: Settings) -> None:
         start.cancel()  # the broker never came: nothing to drain
     if link.connection is not None:
         await _drain(settings, consumer, link.connection)
+    if tracing is not None:
+        tracing.shutdown()
 
 
 async def _consume(

@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from wirelab.contract.folder import read
 
-KnobType = Literal["int", "seconds", "choice", "text"]
+KnobType = Literal["int", "seconds", "ratio", "choice", "text"]
 _SECONDS = re.compile(r"\d+(\.\d+)?")
 
 
@@ -47,13 +47,17 @@ class Knob:
                 what = "a non-negative number of seconds"
                 raise ValueError(f"{self.env} must be {what} (got {text!r})")
             return float(text)
+        if self.type == "ratio":
+            if not _SECONDS.fullmatch(text) or float(text) > 1:
+                raise ValueError(f"{self.env} must be a number from 0 to 1 (got {text!r})")
+            return float(text)
         if self.type == "choice" and text not in self.choices:
             raise ValueError(f"{self.env} must be one of {', '.join(self.choices)}")
         return text
 
 
 def _knob(raw: dict[str, Any]) -> Knob:
-    if raw["type"] not in ("int", "seconds", "choice", "text"):
+    if raw["type"] not in ("int", "seconds", "ratio", "choice", "text"):
         raise ValueError(f"{raw['name']}: unknown type {raw['type']!r}")
     knob = Knob(
         raw["name"],

@@ -13,13 +13,18 @@ from wirelab.hops.via_amqp import amqp_downstreams
 from wirelab.hops.via_grpc import GrpcSplitter, grpc_downstreams
 from wirelab.hops.via_rest import RestSplitter, rest_downstreams
 from wirelab.settings import Settings
+from wirelab.traces import Tracing
 
 
 def build_relay(
-    settings: Settings, protocol: str, registry: CollectorRegistry | None
+    settings: Settings,
+    protocol: str,
+    registry: CollectorRegistry | None,
+    tracing: Tracing | None = None,
 ) -> Relay[Any, Any] | None:
-    """The relay for WIRELAB_DOWNSTREAM, its calls measured in ``registry`` (None: not at all).
-    gRPC's is built inside the running event loop: grpc.aio channels belong to one."""
+    """The relay for WIRELAB_DOWNSTREAM, its calls measured in ``registry`` (None: not at all)
+    and traced by ``tracing`` (None: not at all). gRPC's is built inside the running event
+    loop: grpc.aio channels belong to one."""
     if not settings.downstream:
         return None
     scheme = {"rest": "http://", "grpc": "grpc://"}[protocol]
@@ -56,6 +61,7 @@ def build_relay(
             settings.amqp_password,
             settings.amqp_persistent,
             measured,
+            None if tracing is None else tracing.tracer,
         )
         if later:
             confirmed = None if registry is None else confirmation(registry)
@@ -64,7 +70,11 @@ def build_relay(
         splitter = GrpcSplitter() if split else None
     else:
         downstreams = grpc_downstreams(
-            settings.downstream, settings.grpc_balancing, settings.grpc_max_message_bytes, measured
+            settings.downstream,
+            settings.grpc_balancing,
+            settings.grpc_max_message_bytes,
+            measured,
+            tracing,
         )
         splitter = GrpcSplitter() if split else None
     return Relay(

@@ -7,6 +7,7 @@ import socket
 import time
 import uuid
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import aio_pika
 from aio_pika.abc import (
@@ -22,7 +23,11 @@ from wirelab.amqp import wire
 from wirelab.contract import grpc_outcome
 from wirelab.hops.outgoing import Families, Outgoing
 from wirelab.hops.relay import DownstreamError, no_reply, unreachable
+from wirelab.traces.amqp import consuming, publishing
 from wirelab.v1 import wirelab_pb2 as pb
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Tracer
 
 
 class Broker:
@@ -34,8 +39,14 @@ class Broker:
     whose reply is lost with the connection fails as the connection goes, not at its deadline.
     """
 
-    def __init__(self, connection: AbstractRobustConnection, queues: Sequence[str]) -> None:
+    def __init__(
+        self,
+        connection: AbstractRobustConnection,
+        queues: Sequence[str],
+        tracer: Tracer | None = None,
+    ) -> None:
         self.connection = connection
+        self.tracer = tracer
         self.queues = queues
         # One queue per process: its name is fixed, so a reconnection declares the same queue.
         self.reply_to = f"wirelab.replies.{socket.gethostname()}.{uuid.uuid4().hex[:12]}"
@@ -63,10 +74,14 @@ class Broker:
         return None
 
     async def _reply(self, message: AbstractIncomingMessage) -> None:
-        waiting = self.pending.get(message.correlation_id or "")
-        if waiting is not None and not waiting.done():
-            waiting.set_result(message)
-        # else: a late reply to a call that gave up, or a second one to a redelivered order
+        # Traced: the reply's leg back ends here, a span under the consumer's reply publish.
+        with consuming(
+            self.tracer, message.headers, self.reply_to, message.correlation_id, "receive"
+        ):
+            waiting = self.pending.get(message.correlation_id or "")
+            if waiting is not None and not waiting.done():
+                waiting.set_result(message)
+            # else: a late reply to a call that gave up, or a second one to a redelivered order
 
     def _lost(self, *_: object) -> None:
         for waiting in self.pending.values():
@@ -123,9 +138,12 @@ class AmqpDownstream:
                 delivery_mode=self.mode,
                 expiration=timeout,
             )
-            async with asyncio.timeout(timeout):
-                # Returns once the broker has confirmed it; mandatory: no queue, no silent drop.
-                await broker.channel.default_exchange.publish(message, self.queue, mandatory=True)
+            # Traced: a producer span until the broker's confirm, its context in the headers.
+            with publishing(broker.tracer, message.headers, self.queue, call.correlation):
+                async with asyncio.timeout(timeout):
+                    # Returns once the broker has confirmed it; mandatory: no queue, no drop.
+                    exchange = broker.channel.default_exchange
+                    await exchange.publish(message, self.queue, mandatory=True)
         except BaseException as exc:
             raise call.failed(exc) from None
         return call
@@ -138,16 +156,23 @@ class AmqpDownstream:
 
 
 def amqp_downstreams(
-    urls: Sequence[str], user: str, password: str, persistent: bool, families: Families | None
+    urls: Sequence[str],
+    user: str,
+    password: str,
+    persistent: bool,
+    families: Families | None,
+    tracer: Tracer | None = None,
 ) -> list[AmqpDownstream]:
-    """Every AMQP downstream of this process: queues of one broker, over one connection."""
+    """Every AMQP downstream of this process: queues of one broker, over one connection; with
+    ``tracer``, each order's publish and its reply's receipt are spans of the order's trace."""
     addresses = [wire.Address.parse(url) for url in urls]
     brokers = {a.broker for a in addresses}
     if len(brokers) != 1:
         raise ValueError(
             f"AMQP downstreams must share one broker, got {', '.join(sorted(brokers))}"
         )
-    broker = Broker(addresses[0].connection(user, password), [a.queue for a in addresses])
+    connection = addresses[0].connection(user, password)
+    broker = Broker(connection, [a.queue for a in addresses], tracer)
     return [AmqpDownstream(a, broker, persistent, families) for a in addresses]
 
 

@@ -14,6 +14,7 @@ from wirelab import core
 from wirelab.contract import address_of, grpc_outcome, peer_of
 from wirelab.hops.outgoing import Families, Outgoing
 from wirelab.hops.relay import DownstreamError, Reason
+from wirelab.traces import Tracing
 from wirelab.v1 import wirelab_pb2 as pb
 from wirelab.v1 import wirelab_pb2_grpc as pb_grpc
 
@@ -46,7 +47,12 @@ class GrpcDownstream:
     ``+`` and named by ``#peer``) on a channel of its own, opened once."""
 
     def __init__(
-        self, url: str, balancing: str, max_message: int, families: Families | None
+        self,
+        url: str,
+        balancing: str,
+        max_message: int,
+        families: Families | None,
+        tracing: Tracing | None = None,
     ) -> None:
         self.peer = peer_of(url)
         address = address_of(url).removeprefix("grpc://")
@@ -64,7 +70,11 @@ class GrpcDownstream:
         if balancing == "round_robin":
             # round_robin keeps a connection to each address and spreads calls over them.
             options.append(("grpc.lb_policy_name", "round_robin"))
-        self.channel = grpc.aio.insecure_channel(address, options=options)
+        # Traced: a client span per call, its context sent as ``traceparent`` metadata.
+        interceptors = None if tracing is None else tracing.client_interceptors()
+        self.channel = grpc.aio.insecure_channel(
+            address, options=options, interceptors=interceptors
+        )
         self.stub = pb_grpc.WireLabStub(self.channel)
         self.measured = Outgoing(families, "grpc", self.peer)
 
@@ -120,6 +130,10 @@ class GrpcSplitter:
 
 
 def grpc_downstreams(
-    urls: Sequence[str], balancing: str, max_message: int, families: Families | None
+    urls: Sequence[str],
+    balancing: str,
+    max_message: int,
+    families: Families | None,
+    tracing: Tracing | None = None,
 ) -> list[GrpcDownstream]:
-    return [GrpcDownstream(url, balancing, max_message, families) for url in urls]
+    return [GrpcDownstream(url, balancing, max_message, families, tracing) for url in urls]

@@ -11,7 +11,10 @@ import uvicorn
 from wirelab import serving, settings
 from wirelab.rest import http2
 from wirelab.rest.app import create_app
+from wirelab.rest.middleware import KINDS
 from wirelab.rest.protocol import Bounds, bounded
+from wirelab.traces import rest_kind
+from wirelab.traces import start as start_tracing
 
 PROG = "python -m wirelab.rest"
 # uvicorn's default WebSocket frame cap is 16 MiB; a ping is JSON with base64 (4/3 of the bytes).
@@ -51,8 +54,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         header_timeout=config.rest_header_timeout_seconds,
         body_timeout=config.rest_body_timeout_seconds,
     )
+    tracing = start_tracing(config, "rest", rest_kind(KINDS))
     try:
-        app = create_app(config, metrics)
+        app = create_app(config, metrics, tracing)
     except ValueError as exc:  # knobs that contradict each other, e.g. a gRPC downstream
         serving.bad_configuration(PROG, exc)
     if config.rest_http == "2":
@@ -62,6 +66,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             f"{PROG}: listening on {config.host}:{config.rest_port} (HTTP/2, Granian)", flush=True
         )
         http2.run(app, config)
+        if tracing is not None:
+            tracing.shutdown()
         return
     server = uvicorn.Server(
         uvicorn.Config(
@@ -82,6 +88,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: None)
     server.run(sockets=[sock])
+    if tracing is not None:
+        tracing.shutdown()
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ from wirelab.rest.middleware import MetricsMiddleware
 from wirelab.rest.orderlimit import OrderBodyLimit
 from wirelab.rest.routes import build_router
 from wirelab.settings import Settings
+from wirelab.traces import Tracing
 
 
 def _validation_detail(errors: Sequence[Any]) -> str:
@@ -87,10 +88,13 @@ def _method_not_allowed(app: FastAPI) -> Callable[[Request, Exception], Awaitabl
     return answer
 
 
-def create_app(settings: Settings, metrics: ServerMetrics | None = None) -> FastAPI:
-    """Build the app; with ``metrics`` None no instrumentation is installed at all."""
+def create_app(
+    settings: Settings, metrics: ServerMetrics | None = None, tracing: Tracing | None = None
+) -> FastAPI:
+    """Build the app; with ``metrics`` None no instrumentation is installed at all, with
+    ``tracing`` None no tracing."""
 
-    relay = build_relay(settings, "rest", None if metrics is None else metrics.registry)
+    relay = build_relay(settings, "rest", None if metrics is None else metrics.registry, tracing)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -131,4 +135,7 @@ def create_app(settings: Settings, metrics: ServerMetrics | None = None) -> Fast
     if metrics is not None:
         metrics.report_budget(budget)
         app.add_middleware(MetricsMiddleware, metrics=metrics)
+    if tracing is not None:
+        # Outside every middleware above, so a span covers what the metrics measure.
+        tracing.instrument_app(app)
     return app

@@ -21,7 +21,7 @@ from wirelab.hops import Relay, build_relay
 from wirelab.metrics import ServerMetrics
 from wirelab.rpc.callcap import CallCap
 from wirelab.rpc.intake import Admission
-from wirelab.rpc.kinds import SERVICE
+from wirelab.rpc.kinds import METHOD_KINDS, SERVICE
 from wirelab.rpc.measure import Capture, MeasuredMethods
 from wirelab.rpc.measure_aio import AioMeasuredMethods
 from wirelab.rpc.measure_sync import SyncMeasuredMethods
@@ -30,6 +30,8 @@ from wirelab.rpc.reflection import add_reflection
 from wirelab.rpc.servicer import AsyncWireLab, RelayingWireLab
 from wirelab.rpc.sync_servicer import SyncWireLab
 from wirelab.settings import Settings
+from wirelab.traces import Tracing, grpc_kind
+from wirelab.traces import start as start_tracing
 from wirelab.v1 import wirelab_pb2 as pb
 from wirelab.v1 import wirelab_pb2_grpc as pb_grpc
 
@@ -108,8 +110,10 @@ async def build_aio(
     metrics: ServerMetrics | None,
     port: int,
     relay: Relay[pb.OrderRequest, pb.OrderReply] | None = None,
+    tracing: Tracing | None = None,
 ) -> tuple[grpc.aio.Server, health_aio.HealthServicer, int]:
-    server = grpc.aio.server(options=server_options(settings))
+    interceptors = None if tracing is None else tracing.server_interceptors(aio=True)
+    server = grpc.aio.server(options=server_options(settings), interceptors=interceptors)
     health_servicer = health_aio.HealthServicer()
     receipts = _receipts(settings, aio=True)
     measured = AioMeasuredMethods(metrics, receipts) if metrics is not None else None
@@ -133,11 +137,12 @@ async def build_aio(
 
 
 def build_sync(
-    settings: Settings, metrics: ServerMetrics | None, port: int
+    settings: Settings, metrics: ServerMetrics | None, port: int, tracing: Tracing | None = None
 ) -> tuple[grpc.Server, health.HealthServicer, int]:
     server = grpc.server(
         ThreadPoolExecutor(max_workers=settings.grpc_threads, thread_name_prefix="grpc"),
         options=server_options(settings),
+        interceptors=None if tracing is None else tracing.server_interceptors(aio=False),
     )
     health_servicer = health.HealthServicer()
     receipts = _receipts(settings, aio=False)
@@ -164,9 +169,12 @@ def _cannot_listen(settings: Settings, exc: OSError) -> NoReturn:
 
 async def serve_aio(settings: Settings) -> None:
     metrics = serving.instruments(settings, "grpc", "aio")
-    relay = _relay(settings, metrics)
+    tracing = start_tracing(settings, "grpc", grpc_kind(METHOD_KINDS))
+    relay = _relay(settings, metrics, tracing)
     try:
-        server, health_servicer, _ = await build_aio(settings, metrics, settings.grpc_port, relay)
+        server, health_servicer, _ = await build_aio(
+            settings, metrics, settings.grpc_port, relay, tracing
+        )
     except OSError as exc:
         _cannot_listen(settings, exc)
     # The metrics port is bound only once the API port is ours: a taken API port fails first.
@@ -187,6 +195,8 @@ async def serve_aio(settings: Settings) -> None:
     await server.stop(settings.grace_seconds)
     if relay is not None:
         await relay.close()
+    if tracing is not None:
+        tracing.shutdown()
 
 
 async def _follow(
@@ -208,10 +218,11 @@ async def _follow(
 
 
 def _relay(
-    settings: Settings, metrics: ServerMetrics | None
+    settings: Settings, metrics: ServerMetrics | None, tracing: Tracing | None = None
 ) -> Relay[pb.OrderRequest, pb.OrderReply] | None:
     try:
-        return build_relay(settings, "grpc", None if metrics is None else metrics.registry)
+        registry = None if metrics is None else metrics.registry
+        return build_relay(settings, "grpc", registry, tracing)
     except ValueError as exc:
         serving.bad_configuration(PROG, exc)
 
@@ -219,8 +230,9 @@ def _relay(
 def serve_sync(settings: Settings) -> None:
     _relay(settings, None)  # refuses downstreams: a sync server cannot await them
     metrics = serving.instruments(settings, "grpc", "sync")
+    tracing = start_tracing(settings, "grpc", grpc_kind(METHOD_KINDS))
     try:
-        server, health_servicer, _ = build_sync(settings, metrics, settings.grpc_port)
+        server, health_servicer, _ = build_sync(settings, metrics, settings.grpc_port, tracing)
     except OSError as exc:
         _cannot_listen(settings, exc)
     serving.serve_metrics(settings, PROG, metrics)
@@ -233,3 +245,5 @@ def serve_sync(settings: Settings) -> None:
     stop.wait()
     health_servicer.enter_graceful_shutdown()
     server.stop(settings.grace_seconds).wait()
+    if tracing is not None:
+        tracing.shutdown()

@@ -1,0 +1,271 @@
+"""Traces (wirelab.traces, docs/traces.md): off, nothing of OpenTelemetry's SDK is loaded; on, one
+order relayed over gRPC or AMQP is one trace, each hop's spans parented across the transport by
+the W3C context it carries (gRPC metadata, AMQP message headers; REST's headers on the REST
+service), each span with the lab's labels, and the head sampling ratio is obeyed downstream."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from typing import Any, cast
+
+import grpc.aio
+import pytest
+from aio_pika.abc import AbstractIncomingMessage
+from fastapi.testclient import TestClient
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind
+from prometheus_client import CollectorRegistry
+from wirelab import traces
+from wirelab.amqp import wire
+from wirelab.amqp.consumer import OrderConsumer
+from wirelab.hops import build_relay
+from wirelab.hops.via_amqp import AmqpDownstream, Broker
+from wirelab.metrics import ServerMetrics
+from wirelab.rest.app import create_app
+from wirelab.rest.middleware import KINDS
+from wirelab.rpc.kinds import METHOD_KINDS
+from wirelab.rpc.server import build_aio
+from wirelab.settings import Settings
+from wirelab.v1 import wirelab_pb2 as pb
+from wirelab.v1 import wirelab_pb2_grpc as pb_grpc
+
+from tests.services.conftest import settings
+from tests.services.test_amqp import ORDER, Channel, Delivery, Exchange, _connected
+
+# Every trace kept: which spans exist is then up to the code, not to chance.
+ALWAYS = {"traces": True, "trace_sample_ratio": 1.0}
+PARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+
+
+class Traced:
+    """A service's tracing with its spans kept in memory."""
+
+    def __init__(
+        self, config: Settings, protocol: str, service: str, kind_of: traces.KindOf | None = None
+    ) -> None:
+        self.exporter = InMemorySpanExporter()
+        made = traces.start(config, protocol, kind_of, service=service, exporter=self.exporter)
+        assert made is not None
+        self.tracing = made
+
+    def spans(self) -> list[ReadableSpan]:
+        self.tracing.provider.force_flush()
+        return list(self.exporter.get_finished_spans())
+
+    def one(self, kind: SpanKind, name: str | None = None) -> ReadableSpan:
+        found = [s for s in self.spans() if s.kind == kind and name in (None, s.name)]
+        assert len(found) == 1, [(s.name, s.kind) for s in self.spans()]
+        return found[0]
+
+
+def _child_of(child: ReadableSpan, parent: ReadableSpan) -> bool:
+    assert child.parent is not None and parent.context is not None
+    return bool(child.parent.span_id == parent.context.span_id)
+
+
+def _trace(spans: Sequence[ReadableSpan]) -> set[int]:
+    return {s.context.trace_id for s in spans if s.context is not None}
+
+
+def test_off_loads_nothing_of_the_sdk() -> None:
+    """WIRELAB_TRACES=off (the default): both services are built without importing
+    OpenTelemetry's SDK or an instrumentation, so tracing off costs nothing."""
+    code = (
+        "import sys, asyncio\n"
+        "from wirelab.settings import Settings\n"
+        "from wirelab.rest.app import create_app\n"
+        "from wirelab.rpc.server import build_aio\n"
+        "from wirelab.traces import start\n"
+        "assert start(Settings(), 'rest') is None\n"
+        "create_app(Settings())\n"
+        "async def grpc():\n"
+        "    server, _, _ = await build_aio(Settings(), None, 0)\n"
+        "    await server.stop(0)\n"
+        "asyncio.run(grpc())\n"
+        "loaded = [m for m in sys.modules if m.startswith(('opentelemetry.sdk',"
+        " 'opentelemetry.instrumentation', 'opentelemetry.exporter'))]\n"
+        "print(loaded)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize(("text", "ok"), [("0", True), ("0.25", True), ("1", True), ("1.5", False)])
+def test_the_ratio_is_a_share(text: str, ok: bool) -> None:
+    knob = next(k for k in traces_knobs() if k.name == "trace_sample_ratio")
+    if ok:
+        assert knob.parse(text) == float(text)
+    else:
+        with pytest.raises(ValueError, match="WIRELAB_TRACE_SAMPLE_RATIO must be a number from 0"):
+            knob.parse(text)
+
+
+def traces_knobs() -> list[Any]:
+    from wirelab.contract.knobs import KNOBS
+
+    return [k for k in KNOBS if k.name in {"traces", "trace_sample_ratio", "traces_endpoint"}]
+
+
+# REST -------------------------------------------------------------------------------------
+
+
+def test_a_rest_call_continues_its_callers_trace_with_the_labs_labels() -> None:
+    traced = Traced(settings(**ALWAYS), "rest", "rest-b", traces.rest_kind(KINDS))
+    app = create_app(settings(**ALWAYS), None, traced.tracing)
+    order = {"order_id": "o-1", "items": [{"sku": "a", "quantity": 1, "unit_price_cents": 1}]}
+    with TestClient(app) as client:
+        answered = client.post("/v1/orders", json={"order": order}, headers={"traceparent": PARENT})
+        assert answered.status_code == 200
+        assert client.get("/healthz").status_code == 200  # untraced
+    server = traced.one(SpanKind.SERVER)
+    assert server.name == "POST /v1/orders"
+    assert server.context is not None and server.parent is not None
+    assert f"{server.context.trace_id:032x}" == PARENT.split("-")[1]
+    assert f"{server.parent.span_id:016x}" == PARENT.split("-")[2]
+    assert dict(server.attributes or {}) | {
+        "wirelab.protocol": "rest",
+        "wirelab.kind": "unary",
+        "wirelab.service": "rest-b",
+        "wirelab.runtime": "python",
+    } == dict(server.attributes or {})
+    assert server.resource.attributes["service.name"] == "rest-b"
+
+
+# gRPC -------------------------------------------------------------------------------------
+
+
+@asynccontextmanager
+async def grpc_hop(config: Settings, traced: Traced) -> AsyncIterator[str]:
+    """A gRPC service (a relay when ``config`` has downstreams) traced by ``traced``."""
+    registry = CollectorRegistry()
+    relay = build_relay(config, "grpc", registry, traced.tracing)
+    metrics = ServerMetrics("grpc", registry, "aio")
+    server, _, port = await build_aio(config, metrics, 0, relay, traced.tracing)
+    await server.start()
+    try:
+        yield f"grpc://127.0.0.1:{port}"
+    finally:
+        await server.stop(0)
+        if relay is not None:
+            await relay.close()
+
+
+async def _order(url: str) -> pb.OrderReply:
+    async with grpc.aio.insecure_channel(url.removeprefix("grpc://")) as channel:
+        stub: Any = pb_grpc.WireLabStub(channel)
+        request = pb.OrderRequest(order=ORDER.order, count_words=True)
+        reply: pb.OrderReply = await stub.ProcessOrder(request, timeout=10)
+        return reply
+
+
+async def test_a_grpc_relay_call_is_one_trace_across_both_hops() -> None:
+    kind_of = traces.grpc_kind(METHOD_KINDS)
+    b, a = Traced(settings(**ALWAYS), "grpc", "grpc-b", kind_of), None
+    async with grpc_hop(settings(**ALWAYS), b) as b_url:
+        relay = settings(**ALWAYS, downstream=(b_url,))
+        a = Traced(relay, "grpc", "grpc", kind_of)
+        async with grpc_hop(relay, a) as a_url:
+            assert (await _order(a_url)).word_count == 3
+    a_server, a_client = a.one(SpanKind.SERVER), a.one(SpanKind.CLIENT)
+    b_server = b.one(SpanKind.SERVER)
+    assert len(_trace([a_server, a_client, b_server])) == 1
+    assert a_server.parent is None  # the edge began it: no traceparent came with the call
+    assert _child_of(a_client, a_server) and _child_of(b_server, a_client)
+    for span, service in ((a_server, "grpc"), (a_client, "grpc"), (b_server, "grpc-b")):
+        assert span.name == "/wirelab.v1.WireLab/ProcessOrder"
+        labels = {k: v for k, v in (span.attributes or {}).items() if k.startswith("wirelab.")}
+        assert labels == {
+            "wirelab.protocol": "grpc",
+            "wirelab.kind": "unary",
+            "wirelab.service": service,
+            "wirelab.runtime": "python",
+        }
+
+
+async def test_the_edges_sampling_decision_holds_downstream() -> None:
+    """Head sampling: an edge at ratio 0 keeps no trace, and its downstream, at ratio 1, follows
+    the unsampled ``traceparent`` it is sent rather than starting a trace of its own."""
+    b = Traced(settings(**ALWAYS), "grpc", "grpc-b")
+    async with grpc_hop(settings(**ALWAYS), b) as b_url:
+        never = settings(traces=True, trace_sample_ratio=0.0, downstream=(b_url,))
+        a = Traced(never, "grpc", "grpc")
+        async with grpc_hop(never, a) as a_url:
+            await _order(a_url)
+            await _order(a_url)
+    assert a.spans() == [] and b.spans() == []
+
+
+# AMQP -------------------------------------------------------------------------------------
+
+
+def _delivered(message: Any) -> Delivery:
+    """A published message as its consumer receives it."""
+    return Delivery(
+        message.body,
+        correlation_id=message.correlation_id,
+        reply_to=message.reply_to,
+        headers=dict(message.headers),
+    )
+
+
+async def test_an_amqp_order_and_its_reply_are_one_trace_through_the_message_headers() -> None:
+    """The edge's publish, the consumer's handling and its reply's publish, and the reply's
+    receipt at the edge: one trace, each leg the child of the one before it."""
+    edge = Traced(settings(**ALWAYS), "grpc", "amqp")
+    consumer_traced = Traced(settings(**ALWAYS), "amqp", "amqp-product")
+    address = wire.Address.parse("amqp://127.0.0.1:1/amqp-product")
+    broker = Broker(address.connection("u", "p"), [], edge.tracing.tracer)
+    to_queue = Exchange()
+    _connected(broker, to_queue)
+    downstream = AmqpDownstream(address, broker, False, None)
+    consumer = OrderConsumer(
+        settings().limits, None, "amqp-product", consumer_traced.tracing.tracer
+    )
+    to_replies = Exchange()
+    consumer.channel = cast(Any, Channel(to_replies))
+    try:
+        with edge.tracing.tracer.start_as_current_span("edge", kind=SpanKind.SERVER) as served:
+            call = await downstream.send(ORDER, 5)
+            ((order, queue, _),) = to_queue.published
+            assert queue == "amqp-product" and "traceparent" in order.headers
+            await consumer.handle(cast(AbstractIncomingMessage, _delivered(order)))
+            ((reply, _, _),) = to_replies.published
+            assert "traceparent" in reply.headers
+            await broker._reply(cast(AbstractIncomingMessage, _delivered(reply)))
+            assert (await call.reply()).word_count == 3
+        assert served.get_span_context().trace_id
+    finally:
+        broker.connection = address.connection("u", "p")
+        await broker.close()
+    edge_span = edge.one(SpanKind.SERVER, "edge")
+    publish = edge.one(SpanKind.PRODUCER, "publish amqp-product")
+    process = consumer_traced.one(SpanKind.CONSUMER, "process amqp-product")
+    answer = consumer_traced.one(SpanKind.PRODUCER)
+    received = edge.one(SpanKind.CONSUMER)
+    legs = [edge_span, publish, process, answer, received]
+    assert len(_trace(legs)) == 1
+    for child, parent in zip(legs[1:], legs, strict=False):
+        assert _child_of(child, parent), (child.name, parent.name)
+    assert answer.name == f"publish {broker.reply_to}"
+    assert received.name == f"receive {broker.reply_to}"
+    attributes = dict(process.attributes or {})
+    assert attributes["messaging.system"] == "rabbitmq"
+    assert attributes["messaging.destination.name"] == "amqp-product"
+    assert attributes["messaging.message.conversation_id"] == call.correlation
+    assert attributes["wirelab.protocol"] == "amqp"
+    assert attributes["wirelab.service"] == "amqp-product"
+    assert attributes["wirelab.kind"] == "unary"
+
+
+async def test_without_a_tracer_amqp_messages_carry_no_context() -> None:
+    consumer = OrderConsumer(settings().limits, None, "amqp-product")
+    replies = Exchange()
+    consumer.channel = cast(Any, Channel(replies))
+    await consumer.handle(cast(AbstractIncomingMessage, Delivery(ORDER.SerializeToString())))
+    ((reply, _, _),) = replies.published
+    assert "traceparent" not in reply.headers
