@@ -765,7 +765,11 @@ def topology_section(name: str) -> None:
     calls = "; ".join(
         f"{p} → {', '.join(v) if v else 'nothing'}" for p, v in peers.items() if v is not None
     )
-    say(f"### Topology **{name}**\nThe edges call: {calls or 'unknown (not read)'}.")
+    clients = manifest.get("clients") or {}
+    # The relay's client library can decide the outcome (`wirelab perf relay-client`): named.
+    libraries = ", ".join(f"{arm} with {lib}" for arm, lib in clients.items() if lib != "none")
+    say(f"### Topology **{name}**\nThe edges call: {calls or 'unknown (not read)'}"
+        f"{f' (their clients: {libraries})' if libraries else ''}.")  # fmt: skip
     if part.empty:
         say("No unary cells of this topology.")
         return

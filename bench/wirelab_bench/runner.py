@@ -122,7 +122,8 @@ def _lab(
 
 def _server_info(lab: Lab) -> dict[str, dict[str, str]]:
     """arm -> the labels of its edge's wirelab_server_info: ``concurrency`` (so runs of the
-    two models differ) and ``fanout`` (how it calls its downstreams, which sets the work floor)."""
+    two models differ), ``fanout`` (how it calls its downstreams, which sets the work floor) and
+    ``client`` (the library it calls them with)."""
     found: dict[str, dict[str, str]] = {}
     edges = [*lab.server_urls.items(), *((f"{p}-node", u) for p, u in lab.node_server_urls.items())]
     for edge, url in edges:
@@ -180,6 +181,9 @@ def run(scenario: Scenario, knobs: Knobs) -> tuple[int, Path]:
             info = _server_info(lab)
             manifest["servers"] = {p: info[p].get("concurrency", "") for p in info}
             manifest["fanout"] = fanout = {p: info[p].get("fanout", "") for p in info}
+            # The library each edge calls its downstreams with ("none": it has none): a relay's
+            # client can decide a topology's outcome (wirelab perf relay-client).
+            manifest["clients"] = {p: info[p].get("client", "") for p in info}
         except (httpx.HTTPError, ValueError, KeyError) as exc:
             manifest["servers"] = {"reason": f"{type(exc).__name__}: {exc}"}
         phase = "topology"

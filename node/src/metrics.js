@@ -140,7 +140,7 @@ const UNMEASURED = {
 };
 
 class ServerMetrics {
-  constructor(protocol, concurrency, registry = new client.Registry(), fanout = 'none') {
+  constructor(protocol, concurrency, registry = new client.Registry(), fanout = 'none', library = 'none') {
     if (!contract.PROTOCOLS.includes(protocol)) throw new Error(`unknown protocol ${protocol}`);
     this.protocol = protocol;
     this.registry = registry;
@@ -148,8 +148,9 @@ class ServerMetrics {
     for (const family of contract.SERVER) this.made[family.name] = instrument(family, registry);
     const m = this.made;
     this.requests = m.wirelab_server_requests;
-    // fanout: how orders go to WIRELAB_DOWNSTREAM (hops.js), "none" without downstreams.
-    m.wirelab_server_info.set({ protocol, concurrency, fanout }, 1);
+    // fanout: how orders go to WIRELAB_DOWNSTREAM (hops.js), "none" without downstreams; client:
+    // the library hops.js calls them with.
+    m.wirelab_server_info.set({ protocol, concurrency, fanout, client: library }, 1);
     // The payload budget: 0 capacity until reportBudget is called, which is also what the knob's
     // 0 (admission off) reads as.
     m.wirelab_server_payload_budget_bytes.set({ protocol }, 0);
@@ -254,8 +255,10 @@ function zero(family, metric, labels) {
 
 /** The server metrics, or null with WIRELAB_METRICS=off. */
 function instruments(settings, protocol, concurrency) {
-  const fanout = settings.downstream.length ? settings.fanout : 'none';
-  return settings.metrics ? new ServerMetrics(protocol, concurrency, new client.Registry(), fanout) : null;
+  const relays = settings.downstream.length > 0;
+  const fanout = relays ? settings.fanout : 'none';
+  const library = !relays ? 'none' : protocol === 'rest' ? 'node:http' : 'grpc-js';
+  return settings.metrics ? new ServerMetrics(protocol, concurrency, new client.Registry(), fanout, library) : null;
 }
 
 /** A call of ``kind`` measured by ``metrics``, or a no-op without metrics. */

@@ -72,7 +72,7 @@ test('REST, 2 workers: every call counted once on one page with the event-loop l
   assert.equal(valueOf(page, 'wirelab_server_requests_total{protocol="rest",kind="unary",outcome="ok",code="200"}'), n);
   assert.equal(valueOf(page, 'wirelab_server_request_duration_seconds_count{protocol="rest",kind="unary"}'), n);
   assert.equal(valueOf(page, 'wirelab_server_request_duration_seconds_bucket{le="+Inf",protocol="rest",kind="unary"}'), n);
-  assert.equal(valueOf(page, 'wirelab_server_info{protocol="rest",concurrency="cluster-2",fanout="none"}'), 1);
+  assert.equal(valueOf(page, 'wirelab_server_info{protocol="rest",concurrency="cluster-2",fanout="none",client="none"}'), 1);
   assert.ok(valueOf(page, 'nodejs_eventloop_lag_p99_seconds') > 0);
   assert.ok(valueOf(page, 'process_cpu_seconds_total') > 0);
   assert.equal(page.match(/^# TYPE wirelab_server_requests_total /gm).length, 1);
@@ -104,7 +104,7 @@ test('gRPC, 2 workers: calls over several channels counted once, SIGTERM exits 0
   for (const c of clients) c.close();
   const page = await scrape(metricsPort);
   assert.equal(valueOf(page, 'wirelab_server_requests_total{protocol="grpc",kind="unary",outcome="ok",code="OK"}'), 12);
-  assert.equal(valueOf(page, 'wirelab_server_info{protocol="grpc",concurrency="cluster-2",fanout="none"}'), 1);
+  assert.equal(valueOf(page, 'wirelab_server_info{protocol="grpc",concurrency="cluster-2",fanout="none",client="none"}'), 1);
   child.kill('SIGTERM');
   assert.equal(await child.exited, 0, child.output);
 });

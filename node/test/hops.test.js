@@ -60,7 +60,7 @@ test('REST relay, local work off: A answers with B\'s reply, exact past 2^53, me
   // Every outcome's series exists from the start, as the Python hop's.
   const text = await a.metrics.registry.metrics();
   for (const outcome of contract.CLIENT_OUTCOMES) assert.match(text, new RegExp(`peer="127.0.0.1",outcome="${outcome}"`));
-  assert.match(text, /wirelab_server_info\{protocol="rest",concurrency="event_loop",fanout="sequential"\} 1/);
+  assert.match(text, /wirelab_server_info\{protocol="rest",concurrency="event_loop",fanout="sequential",client="node:http"\} 1/);
 });
 
 test('REST split: each downstream counts a piece of the note; the counts add up', async () => {
@@ -160,7 +160,7 @@ test('gRPC relay: B\'s reply as sent, split counts, UNAVAILABLE and DEADLINE_EXC
   await assert.rejects(relay.order({ order: ORDER, work_ms: 2000 }, 150), (e) => e.code === grpc.status.DEADLINE_EXCEEDED);
   assert.equal(await eventually(() => clientRequests(relay.metrics, 'grpc', '127.0.0.1', 'timeout'), 1), 1);
   await assert.rejects(relay.order({ order: { items: [{ quantity: 1, unit_price_cents: '9223372036854775807' }, { quantity: 1, unit_price_cents: '1' }] } }), (e) => e.code === grpc.status.INVALID_ARGUMENT);
-  assert.equal(await sample(split.metrics, 'wirelab_server_info', { protocol: 'grpc', concurrency: 'event_loop', fanout: 'split' }), 1);
+  assert.equal(await sample(split.metrics, 'wirelab_server_info', { protocol: 'grpc', concurrency: 'event_loop', fanout: 'split', client: 'grpc-js' }), 1);
 });
 
 test('gRPC: one service behind several addresses (+, named by #peer), round robin or the first only', async () => {

@@ -138,7 +138,7 @@ test('the /metrics page serves the contract families and the default ones, gzipp
     const plain = await get({});
     const text = plain.body.toString();
     assert.match(plain.headers['content-type'], /text\/plain; version=0\.0\.4/);
-    assert.match(text, /^wirelab_server_info\{protocol="grpc",concurrency="event_loop",fanout="none"\} 1$/m);
+    assert.match(text, /^wirelab_server_info\{protocol="grpc",concurrency="event_loop",fanout="none",client="none"\} 1$/m);
     assert.match(text, /^# TYPE nodejs_eventloop_lag_seconds gauge$/m);
     assert.match(text, /^# TYPE process_cpu_seconds_total counter$/m);
     // Every default metric the dashboards read (the Python side's catalogue lists them).

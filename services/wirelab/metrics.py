@@ -61,7 +61,12 @@ class ServerMetrics(Collector):
     """
 
     def __init__(
-        self, protocol: str, registry: CollectorRegistry, concurrency: str, fanout: str = "none"
+        self,
+        protocol: str,
+        registry: CollectorRegistry,
+        concurrency: str,
+        fanout: str = "none",
+        client: str = "none",
     ) -> None:
         if protocol not in PROTOCOLS:
             raise ValueError(f"unknown protocol {protocol!r}")
@@ -81,7 +86,7 @@ class ServerMetrics(Collector):
         # frame of its own on the hot paths that call it; flush() applies the records.
         self.enqueue: Callable[[Record], None] = self._queue.extend
         self._lock = threading.Lock()
-        self._info = (concurrency, fanout)
+        self._info = (concurrency, fanout, client)
         # The payload budget (wirelab.core.admission): 0 capacity until report_budget is called,
         # which is also what the knob's 0 (admission off) reads as.
         self._budget: PayloadBudget | None = None

@@ -33,7 +33,19 @@ def instruments(settings: Settings, protocol: str, concurrency: str) -> ServerMe
     # The fan-out mode tells a run's work floor (wirelab_bench.topology): all at once waits for
     # one work_ms, one after another for each.
     fanout = settings.fanout if settings.downstream else "none"
-    return ServerMetrics(protocol, CollectorRegistry(), concurrency, fanout)
+    return ServerMetrics(
+        protocol, CollectorRegistry(), concurrency, fanout, client_of(settings, protocol)
+    )
+
+
+def client_of(settings: Settings, protocol: str) -> str:
+    """The library a service calls its downstreams with (wirelab_server_info's ``client``): a
+    relay's client can decide a topology's outcome (docs/topologies.md), so a run names it."""
+    if not settings.downstream:
+        return "none"
+    if protocol == "rest":
+        return settings.rest_client
+    return "aio-pika" if all(t.startswith("amqp://") for t in settings.downstream) else "grpcio"
 
 
 def serve_metrics(

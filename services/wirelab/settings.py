@@ -54,6 +54,7 @@ class Settings:
     amqp_persistent: bool = D["amqp_persistent"] == "on"
     amqp_prefetch: int = D["amqp_prefetch"]
     amqp_shape: str = D["amqp_shape"]
+    rest_client: str = D["rest_client"]
     traces: bool = D["traces"] == "on"
     trace_sample_ratio: float = D["trace_sample_ratio"]
     traces_endpoint: str = D["traces_endpoint"]

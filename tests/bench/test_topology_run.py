@@ -84,6 +84,8 @@ def test_manifest_records_the_topology_and_each_edges_peers(finished: tuple[int,
     assert topology["peers_source"] == {"rest": "scrape", "grpc": "scrape"}
     # A calls B one order at a time (WIRELAB_FANOUT's default), read from A's wirelab_server_info.
     assert manifest["fanout"] == {"rest": "sequential", "grpc": "sequential"}
+    # ... and the library it calls B with, at the lab's defaults.
+    assert manifest["clients"] == {"rest": "aiohttp", "grpc": "grpcio"}
 
 
 def test_tidy_rows_carry_the_topology_floor_and_the_hop(finished: tuple[int, Path]) -> None:

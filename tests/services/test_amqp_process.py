@@ -56,9 +56,8 @@ def test_a_consumer_without_its_broker_starts_not_ready_and_stops_on_sigterm(
         check = [sys.executable, "-m", "wirelab.probe", "amqp"]
         assert subprocess.run(check, env=environ, capture_output=True).returncode == 1
         page = httpx.get(f"{base}/metrics", timeout=5).text
-        assert (
-            'wirelab_server_info{concurrency="asyncio",fanout="none",protocol="amqp"} 1.0' in page
-        )
+        info = 'client="none",concurrency="asyncio",fanout="none",protocol="amqp"'
+        assert f"wirelab_server_info{{{info}}} 1.0" in page
         assert 'code="dead_letter",kind="unary",outcome="client_error",protocol="amqp"' in page
     finally:
         proc.terminate()

@@ -109,16 +109,27 @@ def rest_b() -> Iterator[Hop]:
         yield hop
 
 
+# Bound and never listening for the whole module, so a connection to it is refused: a port
+# closed again at once could be taken by a test running beside this one (a flake under -n 2).
+_NOT_LISTENING = socket.socket()
+_NOT_LISTENING.bind(("127.0.0.1", 0))
+
+
 def _closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    return int(_NOT_LISTENING.getsockname()[1])
 
 
-def test_rest_a_answers_with_b_reply_and_both_hops_count_it(rest_b: Hop) -> None:
+# The relay's HTTP client (WIRELAB_REST_CLIENT): every REST relay case runs with each.
+@pytest.fixture(params=["aiohttp", "httpx"])
+def client(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+def test_rest_a_answers_with_b_reply_and_both_hops_count_it(rest_b: Hop, client: str) -> None:
     direct = _rest_order(rest_b)
     before = _served(rest_b.registry, "rest")
-    with rest_service(settings(downstream=(rest_b.url,), local_work=False)) as a:
+    config = settings(downstream=(rest_b.url,), local_work=False, rest_client=client)
+    with rest_service(config) as a:
         relayed = _rest_order(a)
         assert relayed.status_code == 200, relayed.text
         assert relayed.json() == direct.json()
@@ -133,9 +144,9 @@ def test_rest_a_answers_with_b_reply_and_both_hops_count_it(rest_b: Hop) -> None
         )
 
 
-def test_rest_bad_input_stops_at_the_edge(rest_b: Hop) -> None:
+def test_rest_bad_input_stops_at_the_edge(rest_b: Hop, client: str) -> None:
     before = _served(rest_b.registry, "rest") + _served(rest_b.registry, "rest", "client_error")
-    with rest_service(settings(downstream=(rest_b.url,))) as a:
+    with rest_service(settings(downstream=(rest_b.url,), rest_client=client)) as a:
         refused = _rest_order(a, work_ms=10**6)
         assert refused.status_code == 413
         assert "work_ms" in refused.json()["detail"]
@@ -147,9 +158,9 @@ def test_rest_bad_input_stops_at_the_edge(rest_b: Hop) -> None:
     assert after == before
 
 
-def test_rest_downstream_down_is_502_naming_it() -> None:
+def test_rest_downstream_down_is_502_naming_it(client: str) -> None:
     down = f"http://127.0.0.1:{_closed_port()}"
-    with rest_service(settings(downstream=(down,))) as a:
+    with rest_service(settings(downstream=(down,), rest_client=client)) as a:
         answer = _rest_order(a)
         assert answer.status_code == 502
         assert answer.json()["detail"].startswith(f"downstream {PEER} is unavailable")
@@ -157,8 +168,10 @@ def test_rest_downstream_down_is_502_naming_it() -> None:
         assert _served(a.registry, "rest", "server_error") == 1
 
 
-def test_rest_slow_downstream_is_504_within_the_budget(rest_b: Hop) -> None:
-    config = dataclasses.replace(RELAY, downstream=(rest_b.url,), downstream_timeout_seconds=0.3)
+def test_rest_slow_downstream_is_504_within_the_budget(rest_b: Hop, client: str) -> None:
+    config = dataclasses.replace(
+        RELAY, downstream=(rest_b.url,), downstream_timeout_seconds=0.3, rest_client=client
+    )
     with rest_service(config) as a:
         started = time.perf_counter()
         answer = _rest_order(a, work_ms=2000)
@@ -169,8 +182,9 @@ def test_rest_slow_downstream_is_504_within_the_budget(rest_b: Hop) -> None:
         assert _served(a.registry, "rest", "timeout") == 1
 
 
-def test_rest_the_callers_deadline_bounds_the_downstream_call(rest_b: Hop) -> None:
-    with rest_service(dataclasses.replace(RELAY, downstream=(rest_b.url,))) as a:
+def test_rest_the_callers_deadline_bounds_the_downstream_call(rest_b: Hop, client: str) -> None:
+    config = dataclasses.replace(RELAY, downstream=(rest_b.url,), rest_client=client)
+    with rest_service(config) as a:
         started = time.perf_counter()
         answer = _rest_order(a, work_ms=2000, headers={DEADLINE_HEADER: "300"})
         assert time.perf_counter() - started < 1.5
@@ -448,13 +462,20 @@ def test_downstream_knobs_come_from_the_environment() -> None:
 
 
 @pytest.mark.parametrize("fanout", ["sequential", "parallel", "split"])
-def test_a_hop_reports_how_it_calls_its_downstreams(fanout: str) -> None:
-    """The runner's work floor depends on it (wirelab_bench.topology.work_floor_ms)."""
-    hop = settings(downstream=("http://b:8000",), fanout=fanout)
+def test_a_hop_reports_how_it_calls_its_downstreams(fanout: str, client: str) -> None:
+    """The runner's work floor depends on it (wirelab_bench.topology.work_floor_ms), and the
+    relay's client library can decide a run's outcome (docs/topologies.md)."""
+    hop = settings(downstream=("http://b:8000",), fanout=fanout, rest_client=client)
     metrics = instruments(hop, "rest", "async")
     assert metrics is not None
     info = {"protocol": "rest", "concurrency": "async"}
-    assert value(metrics.registry, "wirelab_server_info", **info, fanout=fanout) == 1
-    alone = instruments(settings(fanout=fanout), "rest", "async")
+    labels = {**info, "fanout": fanout, "client": client}
+    assert value(metrics.registry, "wirelab_server_info", **labels) == 1
+    alone = instruments(settings(fanout=fanout, rest_client=client), "rest", "async")
     assert alone is not None
-    assert value(alone.registry, "wirelab_server_info", **info, fanout="none") == 1
+    assert value(alone.registry, "wirelab_server_info", **info, fanout="none", client="none") == 1
+    for downstream, library in (("grpc://b:50051", "grpcio"), ("amqp://mq:5672/q", "aio-pika")):
+        grpc_hop = instruments(settings(downstream=(downstream,), fanout=fanout), "grpc", "aio")
+        assert grpc_hop is not None
+        labels = {"protocol": "grpc", "concurrency": "aio", "fanout": fanout, "client": library}
+        assert value(grpc_hop.registry, "wirelab_server_info", **labels) == 1

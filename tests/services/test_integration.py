@@ -130,7 +130,7 @@ def test_rest_process_answers_and_exports(rest: Service) -> None:
     received = 'wirelab_server_messages_received_total{kind="upload_chunked",protocol="rest"}'
     assert rest.metric(received) > 1
     assert rest.metric("process_resident_memory_bytes") > 0
-    info = 'wirelab_server_info{concurrency="async",fanout="none",protocol="rest"}'
+    info = 'wirelab_server_info{client="none",concurrency="async",fanout="none",protocol="rest"}'
     assert rest.metric(info) == 1
 
 

@@ -371,7 +371,7 @@ def test_info_gauge_and_preinitialised_series(
     rest: TestClient, registry: CollectorRegistry, request: pytest.FixtureRequest
 ) -> None:
     mode = request.node.callspec.params["rest"]
-    info = {"protocol": "rest", "concurrency": mode, "fanout": "none"}
+    info = {"protocol": "rest", "concurrency": mode, "fanout": "none", "client": "none"}
     assert value(registry, "wirelab_server_info", **info) == 1
     assert (
         registry.get_sample_value(

@@ -58,7 +58,7 @@ def test_routes_answer_over_h2c_and_are_measured(h2: Service) -> None:
     assert h2.metric(streamed) == 3
     # The same port speaks HTTP/1.1 too (healthchecks, HTTP/1.1 clients).
     assert httpx.get(f"{base}/healthz").http_version == "HTTP/1.1"
-    info = 'wirelab_server_info{concurrency="async-h2",fanout="none",protocol="rest"}'
+    info = 'wirelab_server_info{client="none",concurrency="async-h2",fanout="none",protocol="rest"}'
     assert h2.metric(info) == 1
 
 

@@ -25,6 +25,7 @@ EXPERIMENTS = (
     "monitoring",
     "probes",
     "hop",
+    "relay-client",
     "h2",
     "locust-h2",
     "orderchain",

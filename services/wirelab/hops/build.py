@@ -46,7 +46,8 @@ def build_relay(
     split = settings.fanout == "split"
     splitter: Any
     if protocol == "rest":
-        downstreams: list[Any] = rest_downstreams(settings.downstream, measured)
+        client = settings.rest_client
+        downstreams: list[Any] = rest_downstreams(settings.downstream, measured, client)
         splitter = RestSplitter() if split else None
     elif scheme == "amqp://":
         later = settings.amqp_shape == "fire-and-forget"

@@ -1,11 +1,15 @@
-"""REST downstreams: POST /v1/orders over one pooled, keep-alive httpx client per process."""
+"""REST downstreams: POST /v1/orders over one pooled, keep-alive HTTP client per process, httpx's
+or aiohttp's (WIRELAB_REST_CLIENT)."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Sequence
+from typing import Protocol
 
+import aiohttp
 import httpx
 from pydantic import ValidationError
 
@@ -15,13 +19,89 @@ from wirelab.hops.outgoing import Families, Outgoing
 from wirelab.hops.relay import DEADLINE_HEADER, DownstreamError, no_reply, unreachable
 from wirelab.rest.models import OrderReply, OrderRequest
 
-_JSON = {"content-type": "application/json"}
+_HEADERS = {"content-type": "application/json", "user-agent": "wirelab-hop"}
+
+
+class Unreachable(Exception):
+    """No connection carried the call; the client library's own error is its cause."""
+
+
+class Client(Protocol):
+    """One process's pooled HTTP client: a POST answered (status, body, reason), TimeoutError
+    past ``timeout`` seconds, or Unreachable."""
+
+    name: str
+
+    async def post(
+        self, url: str, body: bytes, headers: dict[str, str], timeout: float
+    ) -> tuple[int, bytes, str]: ...
+
+    async def close(self) -> None: ...
+
+
+class HttpxClient:
+    name = "httpx"
+
+    def __init__(self) -> None:
+        # Enough keep-alive connections that a burst of concurrent orders does not close and
+        # reopen them.
+        self._client = httpx.AsyncClient(
+            limits=httpx.Limits(max_connections=None, max_keepalive_connections=256)
+        )
+
+    async def post(
+        self, url: str, body: bytes, headers: dict[str, str], timeout: float
+    ) -> tuple[int, bytes, str]:
+        try:
+            r = await self._client.post(url, content=body, headers=headers, timeout=timeout)
+        except httpx.TimeoutException:
+            raise TimeoutError from None
+        except httpx.TransportError as exc:
+            raise Unreachable(f"{type(exc).__name__}: {exc}") from exc
+        return r.status_code, r.content, r.reason_phrase
+
+    async def close(self) -> None:
+        await self._client.aclose()
+
+
+class AiohttpClient:
+    name = "aiohttp"
+
+    def __init__(self) -> None:
+        # A session belongs to the event loop it is made in: made by the first call.
+        self._session: aiohttp.ClientSession | None = None
+
+    async def post(
+        self, url: str, body: bytes, headers: dict[str, str], timeout: float
+    ) -> tuple[int, bytes, str]:
+        if self._session is None:
+            # No cap on connections (limit=0), as httpx's pool above; idle ones kept.
+            self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
+        try:
+            async with self._session.post(
+                url, data=body, headers=headers, timeout=aiohttp.ClientTimeout(total=timeout)
+            ) as r:
+                return r.status, await r.read(), r.reason or ""
+        except TimeoutError:
+            raise
+        except aiohttp.ClientError as exc:
+            raise Unreachable(f"{type(exc).__name__}: {exc}") from exc
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+
+
+CLIENTS: dict[str, type[HttpxClient] | type[AiohttpClient]] = {
+    "httpx": HttpxClient,
+    "aiohttp": AiohttpClient,
+}
 
 
 class RestDownstream:
     """One REST service (``http://host:port``), reached through the process's shared client."""
 
-    def __init__(self, url: str, client: httpx.AsyncClient, families: Families | None) -> None:
+    def __init__(self, url: str, client: Client, families: Families | None) -> None:
         self.peer = peer_of(url)
         self.url = address_of(url).rstrip("/") + "/v1/orders"
         self.client = client
@@ -30,32 +110,28 @@ class RestDownstream:
     async def order(self, request: OrderRequest, timeout: float) -> OrderReply:
         body = request.model_dump_json().encode()
         # Whole milliseconds, rounded down: the downstream never waits past this hop's budget.
-        headers = {**_JSON, DEADLINE_HEADER: str(int(timeout * 1000))}
+        headers = {**_HEADERS, DEADLINE_HEADER: str(int(timeout * 1000))}
         started = time.perf_counter()
         outcome, received = "failure", None
         try:
-            response = await self.client.post(
-                self.url, content=body, headers=headers, timeout=timeout
-            )
-            received = len(response.content)
-            outcome = http_outcome(response.status_code)
-            if response.status_code != 200:
-                raise DownstreamError(
-                    self.peer, "failed", f"{response.status_code} {_detail(response)}"
-                )
+            status, content, reason = await self.client.post(self.url, body, headers, timeout)
+            received = len(content)
+            outcome = http_outcome(status)
+            if status != 200:
+                raise DownstreamError(self.peer, "failed", f"{status} {_detail(content, reason)}")
             try:
-                reply = OrderReply.model_validate_json(response.content)
+                reply = OrderReply.model_validate_json(content)
             except ValidationError as exc:
                 outcome = "failure"
                 raise DownstreamError(
                     self.peer, "failed", f"unreadable reply ({exc.error_count()} errors)"
                 ) from None
-        except httpx.TimeoutException:
+        except TimeoutError:
             outcome = "timeout"
             raise no_reply(self.peer, timeout) from None
-        except httpx.TransportError as exc:
+        except Unreachable as exc:
             outcome = "connection_error"
-            raise unreachable(self.peer, exc) from None
+            raise unreachable(self.peer, exc.__cause__ or exc) from None
         except asyncio.CancelledError:
             outcome = "cancelled"
             raise
@@ -67,7 +143,7 @@ class RestDownstream:
         """Always ready: connections open on demand, and their failures are the call's."""
 
     async def close(self) -> None:
-        await self.client.aclose()
+        await self.client.close()
 
 
 class RestSplitter:
@@ -86,20 +162,17 @@ class RestSplitter:
         return own.model_copy(update={"word_count": words, "char_count": chars})
 
 
-def _detail(response: httpx.Response) -> str:
+def _detail(content: bytes, reason: str) -> str:
     try:
-        detail = response.json().get("detail")
-    except ValueError:
+        detail = json.loads(content).get("detail")
+    except (ValueError, AttributeError):
         detail = None
-    return str(detail) if detail else response.reason_phrase
+    return str(detail) if detail else reason
 
 
-def rest_downstreams(urls: Sequence[str], families: Families | None) -> list[RestDownstream]:
-    """Every REST downstream of this process, sharing one connection pool."""
-    # One pool for the process: keep-alive connections are reused call after call, and enough
-    # are kept that a burst of concurrent orders does not close and reopen them.
-    client = httpx.AsyncClient(
-        limits=httpx.Limits(max_connections=None, max_keepalive_connections=256),
-        headers={"user-agent": "wirelab-hop"},
-    )
-    return [RestDownstream(url, client, families) for url in urls]
+def rest_downstreams(
+    urls: Sequence[str], families: Families | None, client: str = "httpx"
+) -> list[RestDownstream]:
+    """Every REST downstream of this process, sharing one connection pool of ``client``."""
+    shared = CLIENTS[client]()
+    return [RestDownstream(url, shared, families) for url in urls]
