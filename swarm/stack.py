@@ -19,7 +19,7 @@ REPO = Path(__file__).resolve().parent.parent
 # every other service is under test or serves one (edges, hops, replicas, nginx, the broker,
 # Toxiproxy), so a new topology's hop lands beside the services it calls without an edit here.
 LOAD = frozenset({"locust", "locust-worker", "bench"})
-MONITOR = frozenset({"prometheus", "grafana", "jupyter"})
+MONITOR = frozenset({"prometheus", "grafana", "jupyter", "jaeger"})
 # One per node: each node's containers and host are measured where they run.
 GLOBAL = frozenset({"cadvisor", "node-exporter"})
 # One label per role ("true"), not one wirelab.role label: a node holds a label key once, and one
@@ -68,8 +68,9 @@ def cores(cpuset: str) -> int:
 
 def _config_key(target: str, text: bytes) -> str:
     # Swarm configs are immutable: the content's hash in the name lets a redeploy with an edited
-    # file create a new config instead of being refused.
-    stem = "".join(c if c.isalnum() else "-" for c in target.strip("/"))[-40:].strip("-")
+    # file create a new config instead of being refused. Swarm allows 64 characters with the
+    # stack's prefix: the target's last 20 name it.
+    stem = "".join(c if c.isalnum() else "-" for c in target.strip("/"))[-20:].strip("-")
     return f"{stem}-{hashlib.sha256(text).hexdigest()[:10]}"
 
 
@@ -141,11 +142,11 @@ def _deploy(name: str, service: dict[str, Any], endpoint_mode: str) -> dict[str,
         if name == "prometheus":
             placement.append("node.role==manager")
         deploy["placement"] = {"constraints": placement}
-    # A replicated service someone calls by name (the cluster's B): DNS round robin gives each
-    # caller every replica's address, as compose's DNS does; Swarm's VIP would give one address
-    # and balance per connection in IPVS instead (docs/swarm.md, WIRELAB_SWARM_ENDPOINT_MODE).
-    if name not in LOAD and int(deploy.get("replicas", 1)) > 1:
-        deploy["endpoint_mode"] = endpoint_mode
+    # DNS round robin: a name resolves to its tasks' own addresses, as compose's DNS does (every
+    # replica's, for the cluster's B). Swarm's default, a virtual IP, would give one address and
+    # balance per connection in the kernel's IPVS, which not every kernel has: on this project's
+    # machine a VIP answered "no route to host" (docs/swarm.md, WIRELAB_SWARM_ENDPOINT_MODE).
+    deploy["endpoint_mode"] = endpoint_mode
     limits: dict[str, str] = {}
     if service.get("cpus"):
         limits["cpus"] = str(service["cpus"])

@@ -92,9 +92,8 @@ def test_limits_and_replicas_carry_over(generated: tuple[dict[str, Any], dict[st
         replicas = (service.get("deploy") or {}).get("replicas")
         if replicas and name not in GLOBAL:
             assert deploy["replicas"] == replicas, name
-            # Called by name and replicated: every replica's address in DNS, as under compose.
-            if replicas > 1 and name not in LOAD:
-                assert deploy["endpoint_mode"] == "dnsrr", name
+        # Every task's own address in DNS (every replica's), as under compose.
+        assert deploy["endpoint_mode"] == "dnsrr", name
 
 
 def test_the_checkouts_read_only_files_travel_as_configs(
