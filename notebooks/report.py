@@ -711,6 +711,38 @@ STUDY_CONFIRMED = {"order-chain": 4.8}  # gRPC's confirmed orders / REST's at th
 STUDY_CONFIRMED_AMQP = {"order-chain": 2.02}  # gRPC's / the AMQP arm's, the same run
 replicas_path = RUN / "replicas.csv"
 replicas = pd.read_csv(replicas_path) if replicas_path.exists() else pd.DataFrame()
+containers_path = RUN / "containers.csv"
+containers = pd.read_csv(containers_path) if containers_path.exists() else pd.DataFrame()
+# A container held back by its CPU limit in at least this share of the window's CFS periods, or
+# using this much of a core, ran out of CPU.
+THROTTLED_PCT, FULL_CORES = 50.0, 0.9
+
+
+def ran_out(part: pd.DataFrame) -> None:
+    """Each container on the path, per arm and load: what it used (containers.csv), and the one
+    that ran out of CPU, if any: the attribution a collapse needs before it is a protocol's."""
+    mine = containers[containers.cell_id.isin(part.cell_id)] if not containers.empty else containers
+    if mine.empty:
+        say("No per-container figures in this run: they come from cAdvisor through Prometheus.")
+        return
+    m = mine.merge(part[["cell_id", "protocol", "users"]], on="cell_id")
+    cols = ["cpu_ms_per_order", "cores", "throttled_pct", "memory_peak_mib"]
+    per = m.groupby(["protocol", "users", "service"])[cols].mean()
+    say("What each container on the path used (the repetitions' mean):")
+    display(per.round(2))
+    for (proto, users), rows in per.groupby(level=["protocol", "users"]):
+        top = rows.sort_values("cores").iloc[-1]
+        name = top.name[2]
+        out = top.throttled_pct >= THROTTLED_PCT or top.cores >= FULL_CORES
+        said = (f"ran out of CPU ({top.cores:.2f} cores, held back by its limit in "
+                f"{top.throttled_pct:.0f} % of periods)" if out
+                else f"was the busiest at {top.cores:.2f} cores, none ran out of CPU")  # fmt: skip
+        say(
+            f"- {proto} at {int(users)} users: `{name}` {said}, "
+            f"{top.cpu_ms_per_order:.2f} ms of CPU per order."
+        )
+
+
 in_run = set(tidy["topology"]) if HAVE and "topology" in tidy else set()
 TOPOLOGIES = sorted(in_run - {"one-hop"})
 if not TOPOLOGIES:
@@ -813,6 +845,7 @@ def topology_section(name: str) -> None:
         share = 100 * served / served.groupby(["protocol", "users", "service"]).transform("sum")
         say("Each hop replica's share of the orders its service served (repetitions summed):")
         display(pd.DataFrame({"orders": served, "share %": share.round(1)}))
+    ran_out(part)
     say(against_study(name, part))
 
 

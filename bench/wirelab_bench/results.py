@@ -14,6 +14,15 @@ TIDY_CSV = "tidy.csv"
 TIDY_PARQUET = "tidy.parquet"
 HISTOGRAMS_CSV = "histograms.csv"
 REPLICAS_CSV = "replicas.csv"
+CONTAINERS_CSV = "containers.csv"
+CONTAINER_COLUMNS = (
+    "cell_id",
+    "service",
+    "cpu_ms_per_order",
+    "cores",
+    "throttled_pct",
+    "memory_peak_mib",
+)
 MANIFEST = "manifest.json"
 
 
@@ -44,9 +53,11 @@ def write_tables(
     rows: list[dict[str, Any]],
     hist_rows: list[dict[str, Any]],
     replica_rows: list[dict[str, Any]] | None = None,
+    container_rows: list[dict[str, Any]] | None = None,
 ) -> None:
     """The tidy table (CSV always, Parquet too), the histogram buckets the notebook plots and,
-    in a topology run with Prometheus, the orders each hop replica served per cell."""
+    in a topology run with Prometheus, the orders each hop replica served per cell and what each
+    container on a cell's path used (tidy_hops.container_rows)."""
     tidy = pd.DataFrame(rows)
     _atomic_csv(tidy, run_dir / TIDY_CSV)
     tmp = run_dir / (TIDY_PARQUET + ".tmp")
@@ -57,6 +68,9 @@ def write_tables(
     if replica_rows is not None:
         columns = ["cell_id", "service", "instance", "requests"]
         _atomic_csv(pd.DataFrame(replica_rows, columns=columns), run_dir / REPLICAS_CSV)
+    if container_rows is not None:
+        frame = pd.DataFrame(container_rows, columns=list(CONTAINER_COLUMNS))
+        _atomic_csv(frame, run_dir / CONTAINERS_CSV)
 
 
 def _atomic_csv(frame: pd.DataFrame, path: Path) -> None:

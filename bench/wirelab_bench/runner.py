@@ -25,7 +25,7 @@ from wirelab_bench.results import MANIFEST, new_run_dir, write_json, write_table
 from wirelab_bench.scenario import Cell, Scenario
 from wirelab_bench.scrape import probe, scrape
 from wirelab_bench.tidy import build_row
-from wirelab_bench.tidy_hops import replica_rows
+from wirelab_bench.tidy_hops import container_rows, replica_rows
 from wirelab_bench.topology import ONE_HOP, TopologyError, edge_peers, refusal
 
 # Exit codes (docs/bench.md): CI reads them.
@@ -168,6 +168,8 @@ def run(scenario: Scenario, knobs: Knobs) -> tuple[int, Path]:
     hist: list[dict[str, Any]] = []
     # Written only by a topology run: a one-hop folder looks as it always did.
     replicas: list[dict[str, Any]] | None = None if scenario.topology == ONE_HOP else []
+    # In a topology run, what each container on a cell's path used (tidy_hops.container_rows).
+    containers: list[dict[str, Any]] | None = None if scenario.topology == ONE_HOP else []
     code, phase = EXIT_OK, "preflight"
     network: Network | None = None
     arms = _arms(scenario)
@@ -234,7 +236,11 @@ def run(scenario: Scenario, knobs: Knobs) -> tuple[int, Path]:
             hist += cell_hist
             if replicas is not None:
                 replicas += replica_rows(cell, window.replicas)
-            write_tables(run_dir, rows, hist, replicas)
+            if containers is not None:
+                orders = row["server_requests_per_s"] * window.seconds
+                where = window.containers
+                containers += container_rows(cell, scenario.topology, where, window.seconds, orders)
+            write_tables(run_dir, rows, hist, replicas, containers)
             manifest["cells_done"].append(cell.cell_id)
             write_json(run_dir / MANIFEST, manifest)
             estimate.cell_done(time.monotonic() - started)

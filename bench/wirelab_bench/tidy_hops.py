@@ -84,6 +84,63 @@ def hop_columns(cell: Cell, topology: str, edge: Snapshot | None, orders: float)
 
 # The AMQP arm's broker (compose service rabbitmq): its CPU is part of what an order costs there.
 BROKER = "rabbitmq"
+# The cluster's load balancer, shared by the arms of one runtime (compose service lb, lb-node).
+BALANCER = "lb"
+
+
+def in_arm(cell: Cell, service: str) -> bool:
+    """Whether compose service ``service`` is one of the cell's arm: its edge (``rest``,
+    ``grpc-node``) or a hop of that edge's (``rest-b``, ``grpc-node-shipping``); never the
+    other runtime's (``rest-node-b`` is not the Python REST arm's)."""
+    edge = cell.protocol if cell.runtime == "python" else f"{cell.protocol}-{cell.runtime}"
+    if service == edge:
+        return True
+    if not service.startswith(f"{edge}-"):
+        return False
+    return cell.runtime != "python" or not service.startswith(f"{edge}-node")
+
+
+def _per_service(containers: Snapshot, name: str) -> dict[str, float]:
+    got: dict[str, float] = {}
+    for (metric, labels), v in containers.items():
+        if metric == name:  # one delta (or peak) per container: a service sums them
+            svc = dict(labels).get(SERVICE_LABEL, "")
+            got[svc] = got.get(svc, 0.0) + v
+    return got
+
+
+def container_rows(
+    cell: Cell, topology: str, containers: Snapshot | None, seconds: float, orders: float
+) -> list[dict[str, Any]]:
+    """What each container on the cell's path used over the window (rows of containers.csv):
+    CPU per order the edge served, cores (CPU-seconds per second), the share of its CPU limit's
+    periods in which the limit held it back, and its peak memory. The path is the arm's own
+    services, the AMQP arm's broker and the cluster's balancer, so a report can say which
+    container ran out of what when an arm collapses. None outside a topology or without a
+    cAdvisor scrape in the window."""
+    if topology == ONE_HOP or containers is None or seconds <= 0:
+        return []
+    cpu = _per_service(containers, "container_cpu_seconds")
+    periods = _per_service(containers, "container_cpu_periods")
+    throttled = _per_service(containers, "container_cpu_throttled_periods")
+    memory = _per_service(containers, "container_memory")
+    balancer = BALANCER if cell.runtime == "python" else f"{BALANCER}-{cell.runtime}"
+    rows = []
+    for svc in sorted(cpu):
+        if in_arm(cell, svc) or svc == balancer or (cell.protocol == "amqp" and svc == BROKER):
+            rows.append(
+                {
+                    "cell_id": cell.cell_id,
+                    "service": svc,
+                    "cpu_ms_per_order": 1000 * cpu[svc] / orders if orders > 0 else NAN,
+                    "cores": cpu[svc] / seconds,
+                    "throttled_pct": (
+                        100 * throttled.get(svc, 0.0) / periods[svc] if periods.get(svc) else NAN
+                    ),
+                    "memory_peak_mib": memory[svc] / 2**20 if svc in memory else NAN,
+                }
+            )
+    return rows
 
 
 def chain_columns(
@@ -96,14 +153,9 @@ def chain_columns(
     out = {"chain_cpu_s_per_request": NAN, "broker_cpu_s_per_request": NAN}
     if topology == ONE_HOP or containers is None or orders <= 0:
         return out
-    arm = cell.protocol
-    cpu: dict[str, float] = {}
-    for (name, labels), v in containers.items():
-        if name == "container_cpu_seconds":  # one delta per container: a service sums them
-            svc = dict(labels).get(SERVICE_LABEL, "")
-            cpu[svc] = cpu.get(svc, 0.0) + v
-    mine = [v for svc, v in cpu.items() if svc == arm or svc.startswith(f"{arm}-")]
-    broker = cpu.get(BROKER, 0.0) if arm == "amqp" else 0.0
+    cpu = _per_service(containers, "container_cpu_seconds")
+    mine = [v for svc, v in cpu.items() if in_arm(cell, svc)]
+    broker = cpu.get(BROKER, 0.0) if cell.protocol == "amqp" else 0.0
     if sum(mine) > 0:
         out["chain_cpu_s_per_request"] = (sum(mine) + broker) / orders
     if broker > 0:

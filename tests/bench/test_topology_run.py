@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import time
 from collections.abc import Iterator
 from dataclasses import replace
@@ -111,6 +112,8 @@ def test_tidy_rows_carry_the_topology_floor_and_the_hop(finished: tuple[int, Pat
         "instance",
         "requests",
     ]
+    # ... nor cAdvisor's per-container figures.
+    assert pd.read_csv(run / "containers.csv").empty
 
 
 def _report(run: Path) -> str:
@@ -128,9 +131,31 @@ def test_report_has_the_topology_section(finished: tuple[int, Path]) -> None:
     assert "Topology <strong>a-to-b</strong>" in html
     assert "27 % faster than HTTP/1.1" in html and "by mean client latency" in html
     assert "No per-replica counts in this run" in html
+    assert "No per-container figures in this run" in html
     assert {"topology_a-to-b_cdf", "topology_a-to-b_overhead"} <= {
         p.stem for p in run.glob("*.png")
     }
+
+
+def test_report_names_the_container_that_ran_out_of_cpu(
+    finished: tuple[int, Path], tmp_path: Path
+) -> None:
+    """The same run with cAdvisor's figures as a lab's Prometheus gives them: B held back by its
+    CPU limit for most of the window, A not."""
+    _, run = finished
+    copy = tmp_path / run.name
+    shutil.copytree(run, copy)
+    tidy = pd.read_csv(copy / "tidy.csv")
+    rows = [
+        {"cell_id": cell, "service": f"{proto}{suffix}", "cpu_ms_per_order": cpu,
+         "cores": cores, "throttled_pct": throttled, "memory_peak_mib": 60.0}
+        for cell, proto in zip(tidy.cell_id, tidy.protocol, strict=True)
+        for suffix, cpu, cores, throttled in (("", 1.5, 0.4, 0.0), ("-b", 3.2, 0.97, 85.0))
+    ]  # fmt: skip
+    pd.DataFrame(rows).to_csv(copy / "containers.csv", index=False)
+    html = _report(copy)
+    assert "What each container on the path used" in html
+    assert "<code>rest-b</code> ran out of CPU (0.97 cores, held back by its limit in 85 %" in html
 
 
 def test_a_topology_scenario_refuses_the_plain_lab(services: Services, tmp_path: Path) -> None:
