@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.metadata
+import json
 import os
 import platform
 import shutil
@@ -13,6 +14,12 @@ from typing import Any
 
 COMPOSE_PROJECT_LABEL = "com.docker.compose.project"
 COMPOSE_SERVICE_LABEL = "com.docker.compose.service"
+# The runner's compose project names a Swarm stack when the lab runs as one (make swarm).
+TASK_FORMAT = "{{.Name}}\t{{.Image}}\t{{.Node}}"
+NODE_FORMAT = (
+    "{{.Description.Hostname}}\t{{.Description.Resources.NanoCPUs}}\t"
+    "{{.Description.Resources.MemoryBytes}}\t{{json .Spec.Labels}}"
+)
 
 
 def _run(cmd: list[str], cwd: Path | None = None) -> str:
@@ -91,9 +98,48 @@ def docker_info(project: str) -> dict[str, Any]:
             image_id = None
         images[service] = {"image": image, "id": image_id}
     if not images:
+        stack = stack_info(project)
+        if stack is not None:
+            return {"version": version, **stack}
         return {
             "version": version,
             "images": None,
             "reason": f"no running containers of compose project {project!r}",
         }
     return {"version": version, "images": images}
+
+
+def stack_info(stack: str) -> dict[str, Any] | None:
+    """Per service of Swarm stack ``stack`` (make swarm), its image and the nodes its running
+    tasks are on, and each node's cores, memory and wirelab roles; None when there is no such
+    stack (or this engine is no swarm manager)."""
+    try:
+        tasks = _run(["docker", "stack", "ps", stack, "--filter", "desired-state=running",
+                      "--format", TASK_FORMAT])  # fmt: skip
+        hosts = _run(["docker", "node", "ls", "--format", "{{.ID}}"]).split()
+        nodes = _run(["docker", "node", "inspect", "--format", NODE_FORMAT, *hosts])
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return parse_stack(stack, tasks, nodes) if tasks else None
+
+
+def parse_stack(stack: str, tasks: str, nodes: str) -> dict[str, Any]:
+    """stack_info from ``docker stack ps`` and ``docker node inspect`` lines (TASK_FORMAT,
+    NODE_FORMAT)."""
+    images: dict[str, Any] = {}
+    for line in filter(None, tasks.splitlines()):
+        name, image, node = line.split("\t")
+        # <stack>_<service>.<slot or node id>
+        service = name.removeprefix(f"{stack}_").split(".")[0]
+        entry = images.setdefault(service, {"image": image.split("@")[0], "id": None, "nodes": []})
+        entry["nodes"] = sorted({*entry["nodes"], node})
+    hosts: dict[str, Any] = {}
+    for line in filter(None, nodes.splitlines()):
+        host, nano_cpus, memory, labels = line.split("\t")
+        roles = sorted(
+            k.removeprefix("wirelab.role.")
+            for k, v in json.loads(labels or "{}").items()
+            if k.startswith("wirelab.role.") and v == "true"
+        )
+        hosts[host] = {"cores": int(nano_cpus) / 1e9, "memory_bytes": int(memory), "roles": roles}
+    return {"stack": stack, "images": images, "nodes": hosts}

@@ -173,6 +173,13 @@ def test_bench_and_report_through_the_stack(stack: Stack, tmp_path: Path) -> Non
     )
     run_dir, manifest, tidy = bench(stack.lab, env, scenario)
     assert manifest["topology"]["name"] == "cluster", manifest["topology"]
+    # Where it was measured: each service's node, and that node's cores and roles.
+    node = _docker("info", "--format", "{{.Name}}").strip()
+    docker = manifest["docker"]
+    assert docker["stack"] == stack.name, docker
+    assert {s: i["nodes"] for s, i in docker["images"].items()} == {s: [node] for s in SERVICES}
+    assert docker["nodes"][node]["roles"] == ["load", "monitor", "sut"], docker["nodes"]
+    assert docker["nodes"][node]["cores"] >= 1, docker["nodes"]
     assert (tidy["errors"] == 0).all(), tidy.to_string()
     report(env, run_dir)
     prometheus = Prometheus(stack.url("prometheus", 9090))
