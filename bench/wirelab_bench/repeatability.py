@@ -115,18 +115,21 @@ def summary(t: pd.DataFrame) -> list[str]:
     """What the terminal shows: each condition's gRPC/REST ratios with their spread, then the
     goal's tally."""
     lines = []
-    for _, r in t[t["arm"] == RATIO].iterrows():
-        sides = t[(t["figure"] == r["figure"]) & (t["arm"].isin(["rest", "grpc"]))]
-        same = sides[[c for c in CONDITION if c in t.columns]].eq(
-            r[[c for c in CONDITION if c in t.columns]]
-        )
-        cvs = {s["arm"]: s["cv"] for _, s in sides[same.all(axis=1)].iterrows()}
-        each = ", ".join(f"{name} {_pct(cvs[arm])}" for arm, name in NAMES.items() if arm in cvs)
-        lines.append(
-            f"{_condition(r)}: {FIGURES[r['figure']]} gRPC/REST {r['mean']:.3g} "
-            f"[{r['low']:.3g}-{r['high']:.3g}], CV {_pct(r['cv'])} over {r['runs']} runs "
-            f"({each})"
-        )
+    # Grouped with NaN kept as a key: an empty column (hop_network in a one-hop run) reads back
+    # from the CSV as NaN, which equals nothing, itself included.
+    condition = [c for c in CONDITION if c in t.columns]
+    for _, part in t.groupby(condition, dropna=False, sort=False):
+        for _, r in part[part["arm"] == RATIO].iterrows():
+            sides = part[part["figure"] == r["figure"]]
+            cvs = dict(zip(sides["arm"], sides["cv"], strict=True))
+            each = ", ".join(
+                f"{name} {_pct(cvs[arm])}" for arm, name in NAMES.items() if arm in cvs
+            )
+            lines.append(
+                f"{_condition(r)}: {FIGURES[r['figure']]} gRPC/REST {r['mean']:.3g} "
+                f"[{r['low']:.3g}-{r['high']:.3g}], CV {_pct(r['cv'])} over {r['runs']} runs "
+                f"({each})"
+            )
     judged = t[t["goal"].isin(["met", "missed"])]
     if len(judged):
         met = int((judged["goal"] == "met").sum())
