@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from wirelab.contract import knobdoc
+from wirelab.contract import fieldgen, knobdoc
 from wirelab.contract.table import BY_ENV, ENTRIES, PARTS, Entry
 
 REPO = Path(__file__).resolve().parents[2]
@@ -117,3 +117,8 @@ def test_compose_defaults_are_the_tables() -> None:
 
 def test_the_reference_page_is_current() -> None:
     assert knobdoc.main(["--check"]) == 0, "python -m wirelab.contract.knobdoc"
+
+
+def test_the_services_fields_are_current() -> None:
+    """Settings and Limits are generated from the table (wirelab/knobfields.py)."""
+    assert fieldgen.main(["--check"]) == 0, "python -m wirelab.contract.fieldgen"

@@ -77,8 +77,9 @@ def test_the_table_is_whole_and_each_default_valid() -> None:
     assert raw == TABLE
     names = [k["name"] for k in raw["knobs"]]
     assert len(names) == len(set(names))
+    keys = {"name", "type", "default", "runtimes", "help", "choices", "minimum", "limits", "why"}
     for k in raw["knobs"]:
-        assert set(k) <= {"name", "type", "default", "runtimes", "help", "choices", "minimum"}, k
+        assert set(k) <= keys, k
         assert k["help"] and set(k["runtimes"]) <= {"python", "node"} and k["runtimes"], k
 
 

@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from wirelab.contract.folder import read
 
-KnobType = Literal["int", "seconds", "ratio", "choice", "text"]
+KnobType = Literal["int", "seconds", "ratio", "choice", "text", "list"]
 _SECONDS = re.compile(r"\d+(\.\d+)?")
 
 
@@ -24,6 +24,10 @@ class Knob:
     runtimes: tuple[str, ...]
     choices: tuple[str, ...] = ()
     minimum: int = 0
+    # A field of the core's Limits rather than of Settings.
+    limits: bool = False
+    # Why the default is what it is, where it was measured.
+    why: str = ""
 
     @property
     def env(self) -> str:
@@ -32,6 +36,11 @@ class Knob:
     @property
     def flag(self) -> str:
         return f"--{self.name.replace('_', '-')}"
+
+    @property
+    def switch(self) -> bool:
+        """An on/off choice, which the Python settings hold as a boolean."""
+        return self.type == "choice" and set(self.choices) == {"on", "off"}
 
     def parse(self, text: str) -> int | float | str:
         """``text`` (a flag's or the variable's value) as this knob's type; ValueError naming the
@@ -57,7 +66,7 @@ class Knob:
 
 
 def _knob(raw: dict[str, Any]) -> Knob:
-    if raw["type"] not in ("int", "seconds", "ratio", "choice", "text"):
+    if raw["type"] not in ("int", "seconds", "ratio", "choice", "text", "list"):
         raise ValueError(f"{raw['name']}: unknown type {raw['type']!r}")
     knob = Knob(
         raw["name"],
@@ -67,6 +76,8 @@ def _knob(raw: dict[str, Any]) -> Knob:
         tuple(raw["runtimes"]),
         tuple(raw.get("choices", ())),
         raw.get("minimum", 0),
+        raw.get("limits", False),
+        raw.get("why", ""),
     )
     knob.parse(str(knob.default))  # a default its own type refuses is a broken table
     return knob

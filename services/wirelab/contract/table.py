@@ -22,6 +22,7 @@ PYTHON_TYPES: dict[str, type] = {
     "ratio": float,
     "choice": str,
     "text": str,
+    "list": str,
 }
 
 
@@ -70,7 +71,7 @@ class Entry:
 PARTS: dict[str, Part] = {name: Part(name, **raw) for name, raw in _LAB["parts"].items()}
 ENTRIES: tuple[Entry, ...] = (
     *(
-        Entry("services", k.name, k.type, k.default, k.help, k.choices, k.runtimes)
+        Entry("services", k.name, k.type, k.default, k.help, k.choices, k.runtimes, why=k.why)
         for k in SERVICE_KNOBS
     ),
     *(
