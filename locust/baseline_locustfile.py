@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import os
 import time
 
 import grpc
 import grpc.experimental.gevent as grpc_gevent
+from wirelab.contract.table import value
 from wirelab.v1 import wirelab_pb2 as pb
 from wirelab.v1 import wirelab_pb2_grpc as pb_grpc
 from wirelab_locust.content import order
@@ -24,8 +24,8 @@ REQUEST = pb.OrderRequest(
 )
 
 
-# Task runs per second per user, for the cross-check at a fixed offered load; unset = no wait.
-PACE = float(os.environ.get("WIRELAB_BASELINE_PACE", "0"))
+# Task runs per second per user, for the cross-check at a fixed offered load; 0 = no wait.
+PACE: float = value("WIRELAB_BASELINE_PACE")
 WAIT = constant_throughput(PACE) if PACE > 0 else constant(0)
 
 

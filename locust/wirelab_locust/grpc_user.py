@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -11,7 +10,7 @@ import grpc
 import grpc.experimental.gevent as grpc_gevent
 from gevent.queue import Queue
 from wirelab.contract import grpc_outcome
-from wirelab.core import Limits
+from wirelab.contract.table import value
 from wirelab.v1 import wirelab_pb2 as pb
 from wirelab.v1 import wirelab_pb2_grpc as pb_grpc
 
@@ -24,9 +23,7 @@ from wirelab_locust.timing import Call, CallError, WrongAnswer
 # holds the whole process and users run one at a time, so every figure would be fiction.
 grpc_gevent.init_gevent()
 
-_MAX_MESSAGE = (
-    int(os.environ.get("WIRELAB_MAX_PAYLOAD_BYTES", Limits().max_payload_bytes)) + 1024 * 1024
-)
+_MAX_MESSAGE = int(value("WIRELAB_MAX_PAYLOAD_BYTES")) + 1024 * 1024
 
 
 class GrpcLabUser(LabUserMixin, User):

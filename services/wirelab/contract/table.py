@@ -5,6 +5,8 @@ reader and one line of meaning. docs/knobs.md is generated from it (wirelab.cont
 from __future__ import annotations
 
 import builtins
+import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -124,3 +126,11 @@ def resolve(default: object, repo: Path = REPO, *, here: bool = True) -> str:
         repo=repo,
         home=Path.home(),
     )
+
+
+def value(env: str, environ: Mapping[str, str] = os.environ) -> Any:
+    """A declared knob as a file that reads it alone takes it: its variable when set and not
+    empty, else its default, typed (KeyError for a name the table does not declare)."""
+    entry = BY_ENV[env]
+    raw = environ.get(env, "")
+    return entry.python_type(raw) if raw else entry.value
