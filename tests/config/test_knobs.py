@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 from wirelab.contract import fieldgen, knobdoc
+from wirelab.contract.knobs import KNOBS as SERVICE_KNOBS
+from wirelab.contract.knobs import Knob
 from wirelab.contract.table import BY_ENV, ENTRIES, PARTS, Entry
 
 REPO = Path(__file__).resolve().parents[2]
@@ -122,3 +124,28 @@ def test_the_reference_page_is_current() -> None:
 def test_the_services_fields_are_current() -> None:
     """Settings and Limits are generated from the table (wirelab/knobfields.py)."""
     assert fieldgen.main(["--check"]) == 0, "python -m wirelab.contract.fieldgen"
+
+
+def _attribute_reads(folder: str, suffix: str, skip: set[str]) -> str:
+    return "\n".join(
+        text
+        for path, text in CODE.items()
+        if path.startswith(folder) and path.endswith(suffix) and path.rsplit("/", 1)[-1] not in skip
+    )
+
+
+PYTHON_CODE = _attribute_reads("services/wirelab/", ".py", {"knobfields.py", "settings.py"})
+NODE_CODE = _attribute_reads("node/src/", ".js", {"settings.js"})
+NODE_SETTINGS = CODE["node/src/settings.js"]
+
+
+@pytest.mark.parametrize("knob", SERVICE_KNOBS, ids=lambda k: k.env)
+def test_every_service_knob_is_read_by_each_runtime_it_names(knob: Knob) -> None:
+    """A services knob is parsed by its table's mechanism; this asks that the code then uses it:
+    Python as a Settings or Limits attribute, Node.js as the key settings.js maps it to."""
+    if "python" in knob.runtimes:
+        assert re.search(rf"\.{knob.name}\b", PYTHON_CODE), f"no Python code reads {knob.name}"
+    if "node" in knob.runtimes:
+        mapped = re.search(rf"(\w+): k\.{knob.name}\b", NODE_SETTINGS)
+        assert mapped, f"node/src/settings.js does not map {knob.name}"
+        assert re.search(rf"\b{mapped.group(1)}\b", NODE_CODE), f"Node.js never reads {knob.name}"
