@@ -112,7 +112,7 @@ def part_of_prefix(prefix: str) -> str:
 
 def resolve(default: object, repo: Path = REPO, *, here: bool = True) -> str:
     """A default as text, its templates filled: ``{url[rest]}``, ``{address[grpc]}`` (where the
-    lab publishes a service, host_ports.json), ``{repo}`` (the checkout), ``{home}``, and
+    lab publishes a service: HOST_PORTS), ``{repo}`` (the checkout), ``{home}``, and
     ``{here}/path``: the working directory's ``path`` when it has one (a compose service mounts
     the repository at its workdir), else the checkout's (``here=False``: the checkout's)."""
     if not isinstance(default, str):
