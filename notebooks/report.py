@@ -48,8 +48,8 @@ from wirelab_bench.claims import (
 from wirelab_bench.compare import ci
 from wirelab_bench.conclusions import compare_kind, latency_ratio, per_rep, throughput_ratio
 from wirelab_bench.intervals import Ratio, across_repetitions
+from wirelab_bench.loadgen import knee as last_on_time
 from wirelab_bench.network import with_links
-from wirelab_bench.perf.openloop import knee as last_on_time
 from wirelab_bench.scenario import PIPELINE_CHECK
 
 # %% tags=["parameters"]
@@ -603,7 +603,7 @@ else:
 # %%
 def knee(part: pd.DataFrame) -> float:
     """The highest offered rate served on time before the first that was not (NaN: none was),
-    as the open-loop benchmark finds it (wirelab_bench.perf.openloop.knee)."""
+    as the open-loop benchmark finds it (wirelab_bench.loadgen.knee)."""
     rows = part.sort_values("target_rate")[["target_rate", "on_time"]].itertuples(index=False)
     found = last_on_time(rows)
     return math.nan if found is None else float(found.target_rate)

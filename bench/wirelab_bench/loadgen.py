@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 import subprocess
 import tempfile
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from wirelab.contract.folder import FOLDER
 
@@ -51,6 +52,26 @@ class OpenRun:
     def on_time(self) -> bool:
         """Every call started on schedule and answered as offered (within 5 %)."""
         return self.dropped == 0 and self.answered_per_s >= 0.95 * self.offered_per_s
+
+
+class Timed(Protocol):
+    """A run at one offered rate that kept its schedule or not: an OpenRun, a tidy row."""
+
+    @property
+    def on_time(self) -> bool: ...
+
+
+R = TypeVar("R", bound=Timed)
+
+
+def knee(runs: Iterable[R]) -> R | None:
+    """The highest offered rate served on time before the first that was not (runs ascending)."""
+    last = None
+    for run in runs:
+        if not run.on_time:
+            break
+        last = run
+    return last
 
 
 @dataclass(frozen=True)

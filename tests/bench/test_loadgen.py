@@ -18,12 +18,13 @@ from wirelab_bench.loadgen import (
     ClosedRun,
     OpenRun,
     closed_figures,
+    knee,
     open_figures,
     run_closed,
     run_open,
 )
 from wirelab_bench.perf import crosscheck, openloop, orderchain
-from wirelab_bench.perf.openloop import knee, main, plot
+from wirelab_bench.perf.openloop import main, plot
 from wirelab_bench.scenario_file import load_scenario
 from wirelab_locust.content import order
 

@@ -14,13 +14,11 @@ from __future__ import annotations
 
 import shutil
 import sys
-from collections.abc import Iterable
 from dataclasses import asdict
 from pathlib import Path
-from typing import Protocol, TypeVar
 
 from wirelab_bench.knobs import parser
-from wirelab_bench.loadgen import ARRIVALS, OpenRun, run_open
+from wirelab_bench.loadgen import ARRIVALS, OpenRun, knee, run_open
 from wirelab_bench.perf import write_rows
 from wirelab_bench.perf.crosscheck import BODY
 from wirelab_bench.perf.locust_overhead import exit_on_sigterm, services
@@ -28,26 +26,6 @@ from wirelab_bench.perf.svcprocs import CLIENT_CPU
 
 # The dashboards' palette (tests/config/test_palette.py holds every plot to it).
 COLORS = {"rest": "tab:blue", "grpc": "tab:orange"}
-
-
-class Timed(Protocol):
-    """A run at one offered rate that kept its schedule or not: an OpenRun, a tidy row."""
-
-    @property
-    def on_time(self) -> bool: ...
-
-
-R = TypeVar("R", bound=Timed)
-
-
-def knee(runs: Iterable[R]) -> R | None:
-    """The highest offered rate served on time before the first that was not (runs ascending)."""
-    last = None
-    for run in runs:
-        if not run.on_time:
-            break
-        last = run
-    return last
 
 
 def plot(runs: dict[tuple[str, str], list[OpenRun]], path: Path) -> None:
