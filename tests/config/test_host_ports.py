@@ -1,5 +1,6 @@
-"""The published host ports of compose.yaml and topologies/*.yaml are the table's
-(contract/host_ports.json), which gives Locust and the runner their default targets."""
+"""The published host ports of compose.yaml and topologies/*.yaml are the knob table's
+(its WIRELAB_<NAME>_HOST_PORT knobs, wirelab.contract.HOST_PORTS), which gives Locust and the runner
+their default targets."""
 
 from __future__ import annotations
 

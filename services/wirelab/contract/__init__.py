@@ -136,15 +136,23 @@ def peer_of(address: str) -> str:
     return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
 
 
-_HOST: dict[str, Any] = read("host_ports.json")
-# Where `make lab` publishes each service on the host by default (host_ports.json): the one
-# place Locust's and the runner's default targets come from.
-HOST_PORTS: dict[str, int] = dict(_HOST["ports"])
+_LAB_KNOBS: list[dict[str, Any]] = [
+    k for k in read("knobs-lab.json")["knobs"] if k["part"] == "lab"
+]
+# Where `make lab` publishes each service on the host by default: the defaults of the knob
+# table's WIRELAB_<NAME>_HOST_PORT knobs (compose.yaml's ${WIRELAB_<NAME>_HOST_PORT-<port>}), on
+# WIRELAB_BIND's address. The one place Locust's and the runner's default targets come from.
+HOST_PORTS: dict[str, int] = {
+    k["name"].removesuffix("_host_port"): int(k["default"])
+    for k in _LAB_KNOBS
+    if k["name"].endswith("_host_port")
+}
+_BIND: str = next(k["default"] for k in _LAB_KNOBS if k["name"] == "bind")
 
 
 def host_address(name: str) -> str:
     """``host:port`` where the lab publishes ``name`` (a key of HOST_PORTS) by default."""
-    return f"{_HOST['host']}:{HOST_PORTS[name]}"
+    return f"{_BIND}:{HOST_PORTS[name]}"
 
 
 def host_url(name: str, path: str = "") -> str:
