@@ -5,14 +5,20 @@ service), each span with the lab's labels, and the head sampling ratio is obeyed
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+import threading
+import time
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from typing import Any, cast
 
+import grpc
 import grpc.aio
+import httpx
 import pytest
+import uvicorn
 from aio_pika.abc import AbstractIncomingMessage
 from fastapi.testclient import TestClient
 from opentelemetry.sdk.trace import ReadableSpan
@@ -26,9 +32,8 @@ from wirelab.hops import build_relay
 from wirelab.hops.via_amqp import AmqpDownstream, Broker
 from wirelab.metrics import ServerMetrics
 from wirelab.rest.app import create_app
-from wirelab.rest.middleware import KINDS
 from wirelab.rpc.kinds import METHOD_KINDS
-from wirelab.rpc.server import build_aio
+from wirelab.rpc.server import build_aio, build_sync
 from wirelab.settings import Settings
 from wirelab.v1 import wirelab_pb2 as pb
 from wirelab.v1 import wirelab_pb2_grpc as pb_grpc
@@ -115,7 +120,7 @@ def traces_knobs() -> list[Any]:
 
 
 def test_a_rest_call_continues_its_callers_trace_with_the_labs_labels() -> None:
-    traced = Traced(settings(**ALWAYS), "rest", "rest-b", traces.rest_kind(KINDS))
+    traced = Traced(settings(**ALWAYS), "rest", "rest-b")
     app = create_app(settings(**ALWAYS), None, traced.tracing)
     order = {"order_id": "o-1", "items": [{"sku": "a", "quantity": 1, "unit_price_cents": 1}]}
     with TestClient(app) as client:
@@ -134,6 +139,61 @@ def test_a_rest_call_continues_its_callers_trace_with_the_labs_labels() -> None:
         "wirelab.runtime": "python",
     } == dict(server.attributes or {})
     assert server.resource.attributes["service.name"] == "rest-b"
+
+
+@contextmanager
+def rest_hop(config: Settings, traced: Traced) -> Iterator[str]:
+    """A REST service (a relay when ``config`` has downstreams) on uvicorn in a thread of its
+    own, on a free loopback port, traced by ``traced``."""
+    app = create_app(config, None, traced.tracing)
+    sock = socket.create_server(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        assert time.monotonic() < deadline and thread.is_alive(), "REST service did not start"
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        sock.close()
+
+
+def _rest_order(url: str) -> None:
+    order = {"order_id": "o-1", "items": [{"sku": "a", "quantity": 1, "unit_price_cents": 1}]}
+    answered = httpx.post(f"{url}/v1/orders", json={"order": order}, timeout=10)
+    assert answered.status_code == 200, answered.text
+
+
+@pytest.mark.parametrize("client", ["aiohttp", "httpx"])
+def test_a_rest_relay_call_is_one_trace_across_both_hops(client: str) -> None:
+    b = Traced(settings(**ALWAYS), "rest", "rest-b")
+    with rest_hop(settings(**ALWAYS), b) as b_url:
+        relay = settings(**ALWAYS, downstream=(b_url,), rest_client=client)
+        a = Traced(relay, "rest", "rest")
+        with rest_hop(relay, a) as a_url:
+            _rest_order(a_url)
+    a_server, a_client = a.one(SpanKind.SERVER), a.one(SpanKind.CLIENT)
+    b_server = b.one(SpanKind.SERVER)
+    assert len(_trace([a_server, a_client, b_server])) == 1
+    assert _child_of(a_client, a_server) and _child_of(b_server, a_client)
+    assert a_client.name == "POST /v1/orders"
+    assert (a_client.attributes or {})["http.response.status_code"] == 200
+    assert (b_server.attributes or {})["wirelab.service"] == "rest-b"
+
+
+def test_an_unsampled_rest_edge_keeps_its_downstream_unsampled() -> None:
+    b = Traced(settings(**ALWAYS), "rest", "rest-b")
+    with rest_hop(settings(**ALWAYS), b) as b_url:
+        never = settings(traces=True, trace_sample_ratio=0.0, downstream=(b_url,))
+        a = Traced(never, "rest", "rest")
+        with rest_hop(never, a) as a_url:
+            _rest_order(a_url)
+            _rest_order(a_url)
+    assert a.spans() == [] and b.spans() == []
 
 
 # gRPC -------------------------------------------------------------------------------------
@@ -185,6 +245,39 @@ async def test_a_grpc_relay_call_is_one_trace_across_both_hops() -> None:
             "wirelab.service": service,
             "wirelab.runtime": "python",
         }
+
+
+async def test_a_grpc_stream_is_one_span_of_its_kind_in_its_callers_trace() -> None:
+    b = Traced(settings(**ALWAYS), "grpc", "grpc-b")
+    async with grpc_hop(settings(**ALWAYS), b) as url:
+        channel = grpc.aio.insecure_channel(url.removeprefix("grpc://"))
+        stub: Any = pb_grpc.WireLabStub(channel)
+        request = pb.StreamRequest(count=3, size=8)
+        call = stub.StreamMessages(request, metadata=[("traceparent", PARENT)])
+        assert len([m async for m in call]) == 3
+        await channel.close()
+    span = b.one(SpanKind.SERVER)
+    assert span.name == "/wirelab.v1.WireLab/StreamMessages"
+    assert (span.attributes or {})["wirelab.kind"] == "server_stream"
+    assert (span.attributes or {})["rpc.grpc.status_code"] == 0
+    assert span.context is not None and f"{span.context.trace_id:032x}" == PARENT.split("-")[1]
+
+
+def test_the_thread_pool_server_traces_its_calls_too() -> None:
+    config = settings(**ALWAYS, grpc_server="sync")
+    b = Traced(config, "grpc", "grpc-b")
+    server, _, port = build_sync(config, None, 0, b.tracing)
+    server.start()
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            stub: Any = pb_grpc.WireLabStub(channel)
+            request = pb.OrderRequest(order=ORDER.order, count_words=True)
+            stub.ProcessOrder(request, timeout=10, metadata=[("traceparent", PARENT)])
+    finally:
+        server.stop(0)
+    span = b.one(SpanKind.SERVER)
+    assert span.parent is not None and f"{span.parent.span_id:016x}" == PARENT.split("-")[2]
+    assert (span.attributes or {})["wirelab.kind"] == "unary"
 
 
 async def test_the_edges_sampling_decision_holds_downstream() -> None:

@@ -13,6 +13,7 @@ from pathlib import Path
 # process that `hop` starts, not an experiment.
 EXPERIMENTS = (
     "overhead",
+    "trace-cost",
     "node",
     "eventloop",
     "payloads",

@@ -8,11 +8,14 @@ lab's Prometheus scrapes it (same Accept headers, as often per CPU-second of the
 lab's interval gives a service that has a core to itself), metrics off too: exposing the numbers
 is part of what measuring costs. Prints the on/off ratio of requests per server CPU-second (goal
 >= 0.97): at saturation throughput is 1 / CPU per request, and this is that ratio, the median of
-many rounds' own ratios with its 95 % interval.
+many rounds' own ratios with its 95 % interval. With --traces RATIO it compares tracing on at that
+head sampling ratio against tracing off instead, metrics on in both (docs/traces.md), the spans
+exported to the lab's Jaeger run on the load's core.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import os
@@ -34,7 +37,15 @@ from pathlib import Path
 from wirelab_bench.knobs import REPO, parser
 from wirelab_bench.perf import ORDER
 from wirelab_bench.perf.h2load import find_h2load
-from wirelab_bench.perf.svcprocs import CLIENT_CPU, SERVER_CPU, Service, pin, pinned, service
+from wirelab_bench.perf.svcprocs import (
+    CLIENT_CPU,
+    SERVER_CPU,
+    Service,
+    pin,
+    pinned,
+    running,
+    service,
+)
 
 # The observer-effect goal: metrics cost a saturated service at most 3 % of its throughput, i.e.
 # the on/off ratio's whole 95 % interval at or above 0.97 (docs/services.md, Observer effect).
@@ -53,6 +64,33 @@ def find_ghz(given: str) -> str:
     if not os.access(found, os.X_OK):
         sys.exit("ghz not found: go install github.com/bojand/ghz/cmd/ghz@v0.120.0 (or pass --ghz)")
     return found
+
+
+@contextmanager
+def jaeger() -> Iterator[str]:
+    """The lab's Jaeger (the pinned release, offline/go-build jaeger) on loopback and on the load's
+    core, so its CPU is never the services'; yields its OTLP/gRPC endpoint once it is healthy.
+    Its ports are all-in-one's own (4317, 16686, 13133, ...): they must be free here."""
+    built = subprocess.run(
+        [str(REPO / "offline" / "go-build"), "jaeger"], capture_output=True, text=True
+    )
+    if built.returncode != 0:
+        sys.exit(f"offline/go-build jaeger failed:\n{built.stderr[-2000:]}")
+    os.environ["JAEGER_LISTEN_HOST"] = "127.0.0.1"  # read by its all-in-one config
+
+    def healthy() -> None:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen("http://127.0.0.1:13133/status", timeout=2):
+                    return
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
+
+    with running([str(Path(built.stdout.strip()) / "jaeger")], CLIENT_CPU, healthy):
+        yield "http://127.0.0.1:4317"
 
 
 def _run(cmd: list[str]) -> str:
@@ -340,6 +378,8 @@ def main(argv: list[str] | None = None) -> int:
         cli.error(f"--against must be off or on, not {args.against!r}")
     if args.rest_http not in ("1.1", "2"):
         cli.error(f"--rest-http must be 1.1 or 2, not {args.rest_http!r}")
+    if args.traces:
+        return traced(args)
     protocols = [p for p in args.protocols.split(",") if p]
     pin(CLIENT_CPU)  # this process scrapes; the threads it starts inherit the pinning
     every = args.scrape_interval
@@ -376,6 +416,47 @@ def main(argv: list[str] | None = None) -> int:
         summarize(
             protocol, ons, others, ("on", args.against), control, GOAL, args.rounds, args.pairs
         )
+    return 0
+
+
+def traced(args: argparse.Namespace) -> int:
+    """--traces RATIO: tracing on at that ratio against off, metrics on in both, exporting to
+    the lab's Jaeger; the verdict against the same goal (docs/traces.md)."""
+    protocols = [p for p in args.protocols.split(",") if p]
+    pin(CLIENT_CPU)
+    every = args.scrape_interval
+    print(f"server CPU {SERVER_CPU} (both variants), load CPU {CLIENT_CPU} (and Jaeger), "
+          f"traces on at ratio {args.traces} against off, metrics on in both, {args.rounds} "
+          f"rounds x {args.seconds}s, scraped every {every:g}s")  # fmt: skip
+    results: dict[str, tuple[list[Run], list[Run]]] = {}
+    with tempfile.TemporaryDirectory() as tmp, jaeger() as endpoint:
+        counters = {
+            p: counter_for(p, args.connections, args.ghz, Path(tmp), args.rest_http)
+            for p in protocols
+        }
+        for protocol, count in counters.items():
+            server = ("--rest-http", args.rest_http) if protocol == "rest" else ()
+            on = (
+                "--traces",
+                "on",
+                "--trace-sample-ratio",
+                args.traces,
+                "--traces-endpoint",
+                endpoint,
+            )
+
+            def variant(extra: tuple[str, ...], protocol: str = protocol) -> Starter:
+                return lambda: service(protocol, SERVER_CPU, ("--metrics", "on", *extra))
+
+            results[protocol] = measure_pairs(
+                protocol, count, ("traced", variant((*on, *server))),
+                ("off", variant(("--traces", "off", *server))),
+                args.rounds, args.pairs, args.seconds, every,
+            )  # fmt: skip
+    print(f"\ntraces on at {args.traces}/off, requests per server CPU-second: median of the "
+          f"rounds' ratios, 95 % interval of the median (goal >= {GOAL})")  # fmt: skip
+    for protocol, (ons, offs) in results.items():
+        summarize(protocol, ons, offs, ("traced", "off"), False, GOAL, args.rounds, args.pairs)
     return 0
 
 

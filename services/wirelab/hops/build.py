@@ -47,7 +47,7 @@ def build_relay(
     splitter: Any
     if protocol == "rest":
         client = settings.rest_client
-        downstreams: list[Any] = rest_downstreams(settings.downstream, measured, client)
+        downstreams: list[Any] = rest_downstreams(settings.downstream, measured, client, tracing)
         splitter = RestSplitter() if split else None
     elif scheme == "amqp://":
         later = settings.amqp_shape == "fire-and-forget"

@@ -18,6 +18,7 @@ from wirelab.contract import address_of, http_outcome, peer_of
 from wirelab.hops.outgoing import Families, Outgoing
 from wirelab.hops.relay import DEADLINE_HEADER, DownstreamError, no_reply, unreachable
 from wirelab.rest.models import OrderReply, OrderRequest
+from wirelab.traces import Tracing
 
 _HEADERS = {"content-type": "application/json", "user-agent": "wirelab-hop"}
 
@@ -171,8 +172,14 @@ def _detail(content: bytes, reason: str) -> str:
 
 
 def rest_downstreams(
-    urls: Sequence[str], families: Families | None, client: str = "httpx"
+    urls: Sequence[str],
+    families: Families | None,
+    client: str = "httpx",
+    tracing: Tracing | None = None,
 ) -> list[RestDownstream]:
-    """Every REST downstream of this process, sharing one connection pool of ``client``."""
-    shared = CLIENTS[client]()
+    """Every REST downstream of this process, sharing one connection pool of ``client``, its
+    calls traced (``traceparent`` in each request's headers) when ``tracing`` is given."""
+    shared: Client = CLIENTS[client]()
+    if tracing is not None:
+        shared = tracing.http_client(shared)
     return [RestDownstream(url, shared, families) for url in urls]

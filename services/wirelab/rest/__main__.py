@@ -11,9 +11,7 @@ import uvicorn
 from wirelab import serving, settings
 from wirelab.rest import http2
 from wirelab.rest.app import create_app
-from wirelab.rest.middleware import KINDS
 from wirelab.rest.protocol import Bounds, bounded
-from wirelab.traces import rest_kind
 from wirelab.traces import start as start_tracing
 
 PROG = "python -m wirelab.rest"
@@ -54,7 +52,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         header_timeout=config.rest_header_timeout_seconds,
         body_timeout=config.rest_body_timeout_seconds,
     )
-    tracing = start_tracing(config, "rest", rest_kind(KINDS))
+    tracing = start_tracing(config, "rest")
     try:
         app = create_app(config, metrics, tracing)
     except ValueError as exc:  # knobs that contradict each other, e.g. a gRPC downstream

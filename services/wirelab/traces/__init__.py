@@ -4,9 +4,12 @@ Off (the default) nothing of the SDK is imported and no hook is installed: the s
 code they ran before traces existed. On, one TracerProvider per process samples each new trace
 with the head ratio WIRELAB_TRACE_SAMPLE_RATIO (a call that arrives with a W3C ``traceparent``
 follows its caller's decision), and exports in batches over OTLP/gRPC to
-WIRELAB_TRACES_ENDPOINT (Jaeger, compose's ``traces`` profile). REST and gRPC calls are traced by
-OpenTelemetry's own instrumentations (FastAPI/ASGI, grpc, httpx), the AMQP arm's messages by
-wirelab.traces.amqp (the context in their headers). Every span carries the lab's labels,
+WIRELAB_TRACES_ENDPOINT (Jaeger, compose's ``traces`` profile). A call is traced by the lab's own
+hooks, which ask the sampler before anything else (OpenTelemetry's instrumentations of FastAPI
+and of grpc servers cost every call at any ratio: wirelab.traces.asgi and .grpcio say how much):
+REST's by wirelab.traces.asgi and a relay's by wirelab.traces.http, gRPC's by
+wirelab.traces.grpcio and a relay's channel by OpenTelemetry's grpc client interceptors, the AMQP
+arm's messages by wirelab.traces.amqp. Every span carries the lab's labels,
 ``wirelab.protocol``, ``wirelab.kind``, ``wirelab.service`` and ``wirelab.runtime``, as the
 metrics do.
 """
@@ -16,10 +19,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
 if TYPE_CHECKING:
-    import httpx
     from fastapi import FastAPI
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SpanExporter
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
 
 RUNTIME = "python"
 # What a span's kind (the metrics' `kind` label) is read from when the instrumentation that
-# started it knows only the call: gRPC's full method name, REST's method and path.
+# started it knows only the call: gRPC's full method name.
 KindOf = Callable[[Mapping[str, Any]], str | None]
 
 
@@ -46,32 +47,22 @@ class Tracing:
         return self.provider.get_tracer("wirelab")
 
     def instrument_app(self, app: FastAPI) -> None:
-        """Trace the REST service's calls: a server span per request, its caller's context taken
-        from ``traceparent``. No span per ASGI message (a stream's thousands of them) and none
-        for the health endpoint, which the healthcheck calls every few seconds."""
-        from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
+        """Trace the REST service's calls (wirelab.traces.asgi): a server span per request, its
+        caller's context taken from ``traceparent``; none for the operational endpoints."""
+        from wirelab.rest.middleware import KINDS
+        from wirelab.traces.asgi import TracingMiddleware
 
-        FastAPIInstrumentor.instrument_app(
-            app,
-            tracer_provider=self.provider,
-            excluded_urls="/healthz,/openapi.json,/docs",
-            exclude_spans=["receive", "send"],
-        )
+        app.add_middleware(TracingMiddleware, tracer=self.tracer, kinds=KINDS)
 
     def server_interceptors(self, aio: bool) -> list[Any]:
-        """The gRPC server's interceptor (aio or thread pool): a server span per call, its
-        caller's context taken from the call's metadata; health and reflection untraced."""
-        from opentelemetry.instrumentation.grpc import (
-            aio_server_interceptor,
-            filters,
-            server_interceptor,
-        )
+        """The gRPC server's interceptor, aio or thread pool (wirelab.traces.grpcio): a server
+        span per call, its caller's context taken from the call's metadata; health and
+        reflection untraced."""
+        from wirelab.rpc.kinds import METHOD_KINDS
+        from wirelab.traces.grpcio import AioServerInterceptor, SyncServerInterceptor
 
-        traced = filters.negate(
-            filters.any_of(filters.health_check(), filters.service_prefix("grpc.reflection"))
-        )
-        make = aio_server_interceptor if aio else server_interceptor
-        return [make(tracer_provider=self.provider, filter_=traced)]  # type: ignore[no-untyped-call]
+        made = AioServerInterceptor if aio else SyncServerInterceptor
+        return [made(self.tracer, METHOD_KINDS)]
 
     def client_interceptors(self) -> list[Any]:
         """A grpc.aio channel's interceptors: a client span per call, ``traceparent`` sent in
@@ -83,11 +74,12 @@ class Tracing:
         )
         return interceptors
 
-    def instrument_client(self, client: httpx.AsyncClient) -> None:
-        """A REST relay's client: a client span per request, ``traceparent`` in its headers."""
-        from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
+    def http_client(self, client: Any) -> Any:
+        """A REST relay's pooled client (hops.via_rest.Client), its calls traced
+        (wirelab.traces.http)."""
+        from wirelab.traces.http import TracedClient
 
-        HTTPXClientInstrumentor.instrument_client(client, tracer_provider=self.provider)
+        return TracedClient(client, self.tracer)
 
     def shutdown(self) -> None:
         """Export what is still batched, then stop (SIGTERM's drain)."""
@@ -127,23 +119,6 @@ def start(
         exporter = OTLPSpanExporter(endpoint=settings.traces_endpoint, insecure=True)
     provider.add_span_processor(BatchSpanProcessor(exporter))
     return Tracing(provider, protocol, service)
-
-
-def rest_kind(kinds: Mapping[tuple[str, str], str]) -> KindOf:
-    """A REST span's kind from its method and path (a server's path, a client's URL; the old
-    and the stable HTTP conventions both), by the metrics middleware's table."""
-
-    def kind_of(attributes: Mapping[str, Any]) -> str | None:
-        method = attributes.get("http.request.method") or attributes.get("http.method")
-        path = attributes.get("url.path") or attributes.get("http.target")
-        url = attributes.get("url.full") or attributes.get("http.url")
-        if path is None and url is not None:
-            path = urlsplit(str(url)).path
-        if method is None or path is None:
-            return None
-        return kinds.get((str(method), str(path).partition("?")[0]))
-
-    return kind_of
 
 
 def grpc_kind(kinds: Mapping[str, str]) -> KindOf:
