@@ -1,8 +1,8 @@
 'use strict';
-// What the benchmark's bare servers share (echo-*.js, floor-*.js, `python -m
-// wirelab_bench.perf.node`): the port and host from WIRELAB_REST_PORT / WIRELAB_GRPC_PORT and
-// WIRELAB_HOST, the readiness answer the benchmark asks for (GET /healthz; the gRPC health
-// service), and an exit on SIGTERM or SIGINT. Only the order call differs between them.
+// What the benchmark's bare servers share (echo-*.js, floor-*.js, `wirelab perf node`): the
+// port and host from WIRELAB_REST_PORT / WIRELAB_GRPC_PORT and WIRELAB_HOST, the readiness
+// answer the benchmark asks for (GET /healthz; the gRPC health service), and an exit on SIGTERM
+// or SIGINT. Only the order call differs between them.
 const http = require('node:http');
 const grpc = require('@grpc/grpc-js');
 const { HealthImplementation } = require('grpc-health-check');

@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 'use strict';
 // The bare @grpc/grpc-js server the Node gRPC service is measured against
-// (`python -m wirelab_bench.perf.node --compare echo`): ProcessOrder registered on raw bytes, as
+// (`wirelab perf node --compare echo`): ProcessOrder registered on raw bytes, as
 // src/grpc/server.js registers it, answering every request with the empty OrderReply (zero bytes,
 // a valid message), and the health service, which the benchmark's readiness check asks. What it
 // skips, next to the service: decoding the order, its work in the core, encoding the reply, the

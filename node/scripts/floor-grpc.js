@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 'use strict';
 // The least a @grpc/grpc-js server can do and still answer the contract's order call
-// (`python -m wirelab_bench.perf.node --compare floor`): ProcessOrder with proto-loader's own
+// (`wirelab perf node --compare floor`): ProcessOrder with proto-loader's own
 // decoding and encoding, the order's items totalled and the order echoed in the OrderReply. What
 // it skips, next to the service: the raw-bytes intake and its checks, canonical encoding, the
 // core's validation, the deadline and payload checks and the metrics.

@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 'use strict';
 // The least a node:http server can do and still answer the contract's order call
-// (`python -m wirelab_bench.perf.node --compare floor`): POST /v1/orders parses the JSON order,
+// (`wirelab perf node --compare floor`): POST /v1/orders parses the JSON order,
 // totals its items and sends the OrderReply back as JSON (the order echoed). What it skips, next
 // to src/rest/app.js: validation, exact integers, the limits, the payload budget, the body
 // timeout and the metrics. Measured against echo-rest.js, it shows how much of a core any server

@@ -3,7 +3,7 @@
 // Container healthcheck: `node src/healthcheck.js rest|grpc` exits 0 when the service in this
 // container answers (REST /healthz 200; gRPC health SERVING), as `python -m wirelab.probe` does.
 // Docker runs it every 10 s inside the service's container, where cAdvisor counts its CPU: the
-// gRPC modules are loaded by the gRPC check alone (`python -m wirelab_bench.perf.probes`).
+// gRPC modules are loaded by the gRPC check alone (`wirelab perf probes`).
 const http = require('node:http');
 const settings = require('./settings');
 

@@ -72,7 +72,7 @@ function clientFamilies(registry) {
 
 /** The client instruments of one downstream (protocol, peer), resolved once. prom-client's own
  * inc/observe, not the server's batches: the call it measures costs far more than they do
- * (hops/outgoing.py; `python -m wirelab_bench.perf.hop --compare runtimes`: a hop's 2.6-3.9 ms of
+ * (hops/outgoing.py; `wirelab perf hop --compare runtimes`: a hop's 2.6-3.9 ms of
  * CPU per call, docs/node.md). */
 class Outgoing {
   constructor(families, protocol, peer) {

@@ -19,7 +19,7 @@ function instrument(family, registry) {
 // Finished calls are queued on their kind's Batch and applied to the prom-client families at
 // each scrape (every family's collect hook flushes first) and every FLUSH_EVERY calls, which bounds
 // the queue, as services/wirelab/metrics.py does. Calling prom-client per call cost the REST
-// service 37-41 % of its small orders per CPU-second (`python -m wirelab_bench.perf.node --compare
+// service 37-41 % of its small orders per CPU-second (`wirelab perf node --compare
 // metrics`, 0.59 on/off): each inc/observe builds its label hash string and validates the labels,
 // and a histogram's observe converts its bucket bound to a property key, on every call.
 const FLUSH_EVERY = 16384;

@@ -3,7 +3,7 @@ at level 1 when the scraper accepts it.
 
 The wirelab_* families are written by TextPage from the library's public ``collect()``, the
 same bytes as prometheus_client's ``generate_latest`` (a unit test compares them), at half its
-CPU: `python -m wirelab_bench.perf.scrape` (28 Nov 2026, after calls of every kind) measured
+CPU: `wirelab perf scrape-cost` (28 Nov 2026, after calls of every kind) measured
 REST's 819 samples at 2.9 ms a scrape against the library's 6.0 ms, gRPC's 663 at 2.4 against
 4.9. The observer-effect benchmark scrapes once per CPU-second of the service, as the lab does,
 and with TextPage REST's figure read 0.981 [0.973-0.988] against 0.977 [0.967-0.983] with the

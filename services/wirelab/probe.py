@@ -5,7 +5,7 @@ AMQP consumer: /healthz on its metrics port is 200), else 1 with the reason on s
 Docker runs the check every 10 s inside the service's container, so its CPU is counted in
 cAdvisor's figure for that container, the figure the dashboards and the runner's container_cpu
 columns show. It therefore imports only what its check needs: no knob parser, no server code, and
-grpc only for the gRPC check. `python -m wirelab_bench.perf.probes` measures what one check costs
+grpc only for the gRPC check. `wirelab perf probes` measures what one check costs
 (docs/observability.md)."""
 
 from __future__ import annotations

@@ -89,8 +89,8 @@ def test_concurrent_downloads_past_the_budget(budgeted: Service) -> None:
     )
     grown = peak_rss(budgeted) - before
     assert len(codes) == 12 and set(codes) == {"OK", "RESOURCE_EXHAUSTED"}, codes
-    # A one-message download needs about 3x its payload at its peak (python -m
-    # wirelab_bench.perf.grpc_memory) and is charged that; the budget admits one at a time here.
+    # A one-message download needs about 3x its payload at its peak (wirelab perf grpc-memory)
+    # and is charged that; the budget admits one at a time here.
     # Without it the twelve took the peak up by 160 MiB (aio) and 448 MiB (thread pool).
     assert grown <= 1.25 * BUDGET, grown / MIB
     refused = codes.count("RESOURCE_EXHAUSTED")

@@ -15,7 +15,7 @@ class Outgoing:
     """The client-side instruments of one downstream (``protocol``, ``peer``), resolved once.
 
     prometheus_client's own ``inc``/``observe``, not the server's batching queue: the outgoing
-    call it measures costs milliseconds of CPU (`python -m wirelab_bench.perf.hop`: a REST hop
+    call it measures costs milliseconds of CPU (`wirelab perf hop`: a REST hop
     3.4 ms, a gRPC hop 1.6 ms per call, docs/topologies.md), against which the microseconds the
     queue saves the server's hot path would not show.
     """

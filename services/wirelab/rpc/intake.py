@@ -31,7 +31,7 @@ from wirelab.rpc.errors import status_of
 from wirelab.rpc.measure import Handler
 
 # Peak memory of a one-message call per payload byte, what it is charged in the budget
-# (`python -m wirelab_bench.perf.grpc_memory`, 64 MiB, both server modes): an Upload 3.3-4.1 times
+# (`wirelab perf grpc-memory`, 64 MiB, both server modes): an Upload 3.3-4.1 times
 # its message (grpc's buffer, the bytes handed to Python, the parsed Blob), a Download 3.0 times
 # its size (the payload, the Blob's copy, its serialization).
 UPLOAD_HOLDS = 4
