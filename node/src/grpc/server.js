@@ -17,12 +17,14 @@ const core = require('../core');
 const { Hold, Overloaded, PayloadBudget } = require('../admission');
 const contract = require('../contract');
 const { startCall } = require('../metrics');
-const { writeDrained } = require('../drain');
+const { writeBounded } = require('../drain');
 const proto = require('../proto');
 const { DownstreamError, EXPIRED } = require('../hops');
 
-// Streams stop producing once the client has gone: the call cancelled.
-const drained = (stream, piece) => writeDrained(stream, piece, 'cancelled', () => stream.cancelled || stream.destroyed);
+// Streams stop producing once the client has gone: the call cancelled. A reply stream queues
+// under QUEUED_BYTES, or one message, beyond what its transport is sending (drain.writeBounded).
+const QUEUED_BYTES = 1024 * 1024;
+const drained = (stream, piece) => writeBounded(stream, piece, QUEUED_BYTES, 'cancelled', () => stream.cancelled || stream.destroyed);
 
 const CODE_NAMES = Object.fromEntries(Object.entries(grpc.status).map(([name, n]) => [n, name]));
 const KIND_OF = Object.fromEntries(Object.entries(contract.DATA.calls).map(([kind, call]) => [call, kind]));
