@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from wirelab_bench.histo import key
+from wirelab_bench.histo import Snapshot, key
 from wirelab_bench.results import CONTAINERS_CSV, write_tables
 from wirelab_bench.scenario import Cell
 from wirelab_bench.scenario_file import load_scenario
