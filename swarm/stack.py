@@ -44,6 +44,7 @@ def _tracked() -> frozenset[Path]:
 
 
 TRACKED = _tracked()
+PROJECT_LABEL = "com.docker.compose.project"
 # Host paths Prometheus's dockerswarm_sd_configs reads the swarm's tasks from.
 DOCKER_SOCKET = "/var/run/docker.sock"
 
@@ -179,9 +180,11 @@ def stack(config: dict[str, Any], name: str, endpoint_mode: str = "dnsrr") -> di
         if configs:
             spec["configs"] = configs
         # The label cAdvisor keeps and every dashboard, rule and runner export groups
-        # containers by: the same service name as under compose (not the project label, so
-        # compose's own commands never mistake a stack's containers for a compose project's).
-        spec["labels"] = {"com.docker.compose.service": service_name}
+        # containers by: the same service name as under compose. The project label, which the
+        # images carry from `compose build`, is blanked: compose's own commands (make lab's
+        # clean-up, make lab-down) must not take a stack's containers for their project's, and
+        # the runner then finds the stack, and the node of each service (docs/swarm.md).
+        spec["labels"] = {"com.docker.compose.service": service_name, PROJECT_LABEL: ""}
         services[service_name] = spec
     if "prometheus" in services:
         _swarm_prometheus(services["prometheus"], out)

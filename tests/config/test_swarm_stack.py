@@ -77,7 +77,8 @@ def test_no_compose_only_key_and_ports_open_on_the_tasks_node(
         assert not set(service) & DROPPED, (name, set(service) & DROPPED)
         for port in service.get("ports", []):
             assert port["mode"] == "host" and "host_ip" not in port, (name, port)
-        assert service["labels"] == {"com.docker.compose.service": name}
+        labels = {"com.docker.compose.service": name, "com.docker.compose.project": ""}
+        assert service["labels"] == labels
 
 
 def test_limits_and_replicas_carry_over(generated: tuple[dict[str, Any], dict[str, Any]]) -> None:
