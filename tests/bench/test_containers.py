@@ -25,9 +25,7 @@ def _cell(tmp_path: Path, topology: str, protocol: str, runtime: str = "python")
     return load_scenario(path).cells()[0]
 
 
-def _containers(
-    **by_metric: dict[str, float],
-) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+def _containers(**by_metric: dict[str, float]) -> Snapshot:
     return {
         key(metric, {SVC: service}): value
         for metric, values in by_metric.items()
