@@ -22,6 +22,14 @@ proto:
 		--mypy_grpc_out=services \
 		proto/wirelab/v1/wirelab.proto
 
+.PHONY: knobs
+# After editing the knob table (contract/knobs.json, contract/knobs-lab.json): the reference page
+# docs/knobs.md and the services' typed fields wirelab/knobfields.py (tests/config/test_knobs.py
+# fails while either is stale).
+knobs:
+	$(PYTHON) -m wirelab.contract.knobdoc
+	$(PYTHON) -m wirelab.contract.fieldgen
+
 .PHONY: lock
 # Re-pin requirements.lock (every package of every extra, for this project's Python and platform)
 # after editing pyproject.toml's dependencies; `--exclude-newer` makes the result repeatable.
