@@ -9,21 +9,16 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from wirelab.contract.table import Entry, of, part_of_prefix, resolve
+from wirelab.contract.table import Entry, of, part_of_prefix
 
 # Source checkout root, for defaults that point at the repository's own files.
 REPO = Path(__file__).resolve().parents[2]
 
 
-def default(entry: Entry) -> object:
-    """A knob's default as its reader takes it."""
-    return entry.python_type(resolve(entry.default, REPO))
-
-
 # The runner's knobs, (name, type, default, help), from the table's part "runner".
 RUNNER: tuple[Entry, ...] = of("runner")
 KNOBS: tuple[tuple[str, type, object, str], ...] = tuple(
-    (e.name, e.python_type, default(e), e.help) for e in RUNNER
+    (e.name, e.python_type, e.value, e.help) for e in RUNNER
 )
 _DEFAULTS = {name: value for name, _, value, _ in KNOBS}
 NETWORK_PROFILES = str(_DEFAULTS["network_profiles"])
@@ -41,8 +36,8 @@ def flag(name: str) -> str:
 
 @dataclass(frozen=True)
 class Knobs:
-    """The runner's knobs resolved; tests/bench/test_knobs_table.py holds these fields to the
-    table's part "runner", name for name and type for type."""
+    """The runner's knobs resolved; tests/config/test_knobs.py holds these fields to the table's
+    part "runner", name for name and type for type."""
 
     rest_url: str
     grpc_target: str
@@ -79,7 +74,7 @@ class Knobs:
 
 def _add(parser: argparse.ArgumentParser, entry: Entry) -> None:
     """One option for ``entry``; its default comes from the variable when set."""
-    fallback = default(entry)
+    fallback = entry.value
     raw = os.environ.get(entry.env)
     try:
         value = entry.python_type(raw) if raw is not None else fallback

@@ -4,6 +4,7 @@ must be read by something, and docs/knobs.md must be what the table says."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import subprocess
 from pathlib import Path
@@ -12,7 +13,8 @@ import pytest
 from wirelab.contract import fieldgen, knobdoc
 from wirelab.contract.knobs import KNOBS as SERVICE_KNOBS
 from wirelab.contract.knobs import Knob
-from wirelab.contract.table import BY_ENV, ENTRIES, PARTS, Entry
+from wirelab.contract.table import BY_ENV, ENTRIES, PARTS, Entry, of
+from wirelab_bench.knobs import Knobs
 
 REPO = Path(__file__).resolve().parents[2]
 NAME = re.compile(r"WIRELAB_[A-Z0-9_]*[A-Z0-9]")
@@ -149,3 +151,10 @@ def test_every_service_knob_is_read_by_each_runtime_it_names(knob: Knob) -> None
         mapped = re.search(rf"(\w+): k\.{knob.name}\b", NODE_SETTINGS)
         assert mapped, f"node/src/settings.js does not map {knob.name}"
         assert re.search(rf"\b{mapped.group(1)}\b", NODE_CODE), f"Node.js never reads {knob.name}"
+
+
+def test_the_runners_knobs_are_the_tables_part() -> None:
+    """wirelab_bench.knobs.Knobs types the runner's part for the code that reads it."""
+    fields = {f.name: f.type for f in dataclasses.fields(Knobs)}
+    table = {e.name: e.python_type.__name__ for e in of("runner")}
+    assert fields == table
