@@ -14,7 +14,8 @@ not the method's message; for the one-request methods it also:
 - releases what it admitted once the RPC is over (reply serialized and sent, or failed).
 
 The message has been received whole by then: grpc gives a handler no earlier hook, so the budget
-bounds what admitted calls hold, not the receipt of a refused one (docs/services.md).
+bounds what admitted calls hold, and rpc/receipts.py how many Upload messages are received at
+once (docs/services.md).
 """
 
 from __future__ import annotations

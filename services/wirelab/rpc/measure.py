@@ -24,10 +24,11 @@ else:
 
 
 # The one-message methods (by kind) whose behaviour reads its request message itself
-# (request_streamed): Upload's, the one message large enough to be cut off mid-way or refused
-# for its size. On the others grpc keeps handing the message over: their messages are small,
-# and what reading it would add is a count whose code grpc hides (it fails a call refused for
-# its metadata just as a client's cancel fails it; docs/services.md).
+# (request_streamed), in its turn (receipts.py): Upload's, the one message large enough to be
+# cut off mid-way, refused for its size or to take a burst past the container's memory. On the
+# others grpc keeps handing the message over: their messages are small, and what reading it
+# would add is a count whose code grpc hides (it fails a call refused for its metadata just as
+# a client's cancel fails it; docs/services.md).
 READS_ITS_MESSAGE = frozenset({"upload"})
 # How a call ends whose request message never arrived: its client went mid-message, or grpc
 # refused the message (over its receive limit; grpc has answered RESOURCE_EXHAUSTED itself).
