@@ -10,7 +10,7 @@ is part of what measuring costs. Prints the on/off ratio of requests per server 
 >= 0.97): at saturation throughput is 1 / CPU per request, and this is that ratio, the median of
 many rounds' own ratios with its 95 % interval. With --traces RATIO it compares tracing on at that
 head sampling ratio against tracing off instead, metrics on in both (docs/traces.md), the spans
-exported to the lab's Jaeger run on the load's core.
+exported over OTLP to a receiver on the load's core.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from wirelab_bench.knobs import REPO, parser
 from wirelab_bench.perf import ORDER
@@ -43,7 +44,6 @@ from wirelab_bench.perf.svcprocs import (
     Service,
     pin,
     pinned,
-    running,
     service,
 )
 
@@ -67,30 +67,33 @@ def find_ghz(given: str) -> str:
 
 
 @contextmanager
-def jaeger() -> Iterator[str]:
-    """The lab's Jaeger (the pinned release, offline/go-build jaeger) on loopback and on the load's
-    core, so its CPU is never the services'; yields its OTLP/gRPC endpoint once it is healthy.
-    Its ports are all-in-one's own (4317, 16686, 13133, ...): they must be free here."""
-    built = subprocess.run(
-        [str(REPO / "offline" / "go-build"), "jaeger"], capture_output=True, text=True
+def otlp_sink() -> Iterator[str]:
+    """An OTLP/gRPC trace receiver that keeps nothing, in this process (pinned to the load's
+    core, so its CPU is never the services'); yields its endpoint. Not the lab's Jaeger: its
+    all-in-one config binds fixed ports (its own metrics on 8888, ...) that a shared machine
+    may hold, and what the services pay is the export, whoever receives it."""
+    from concurrent import futures
+
+    import grpc
+    from opentelemetry.proto.collector.trace.v1 import (
+        trace_service_pb2 as otlp,
     )
-    if built.returncode != 0:
-        sys.exit(f"offline/go-build jaeger failed:\n{built.stderr[-2000:]}")
-    os.environ["JAEGER_LISTEN_HOST"] = "127.0.0.1"  # read by its all-in-one config
+    from opentelemetry.proto.collector.trace.v1 import (
+        trace_service_pb2_grpc as otlp_grpc,
+    )
 
-    def healthy() -> None:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with urllib.request.urlopen("http://127.0.0.1:13133/status", timeout=2):
-                    return
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.5)
+    class Sink(otlp_grpc.TraceServiceServicer):
+        def Export(self, request: Any, context: Any) -> Any:
+            return otlp.ExportTraceServiceResponse()
 
-    with running([str(Path(built.stdout.strip()) / "jaeger")], CLIENT_CPU, healthy):
-        yield "http://127.0.0.1:4317"
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    otlp_grpc.add_TraceServiceServicer_to_server(Sink(), server)  # type: ignore[no-untyped-call]
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.stop(0)
 
 
 def _run(cmd: list[str]) -> str:
@@ -420,16 +423,16 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def traced(args: argparse.Namespace) -> int:
-    """--traces RATIO: tracing on at that ratio against off, metrics on in both, exporting to
-    the lab's Jaeger; the verdict against the same goal (docs/traces.md)."""
+    """--traces RATIO: tracing on at that ratio against off, metrics on in both, exporting over
+    OTLP; the verdict against the same goal (docs/traces.md)."""
     protocols = [p for p in args.protocols.split(",") if p]
     pin(CLIENT_CPU)
     every = args.scrape_interval
-    print(f"server CPU {SERVER_CPU} (both variants), load CPU {CLIENT_CPU} (and Jaeger), "
+    print(f"server CPU {SERVER_CPU} (both variants), load CPU {CLIENT_CPU} (and the OTLP sink), "
           f"traces on at ratio {args.traces} against off, metrics on in both, {args.rounds} "
           f"rounds x {args.seconds}s, scraped every {every:g}s")  # fmt: skip
     results: dict[str, tuple[list[Run], list[Run]]] = {}
-    with tempfile.TemporaryDirectory() as tmp, jaeger() as endpoint:
+    with tempfile.TemporaryDirectory() as tmp, otlp_sink() as endpoint:
         counters = {
             p: counter_for(p, args.connections, args.ghz, Path(tmp), args.rest_http)
             for p in protocols

@@ -57,6 +57,7 @@ def _register(
     admission: Admission,
     receipts: Receipts,
     cap: int,
+    tracing: Tracing | None = None,
 ) -> None:
     capture = Capture.of(pb_grpc.add_WireLabServicer_to_server, servicer)
     handlers = admission.handlers(capture.handlers)
@@ -64,6 +65,8 @@ def _register(
         handlers = receipts.handlers(handlers)
     if cap:
         handlers = CallCap(cap, admission.aio).handlers(handlers)
+    if tracing is not None:  # inside the measurement: a span is part of what a call costs
+        handlers = tracing.grpc_handlers(handlers, capture.service, admission.aio)
     if measured is None:
         server.add_registered_method_handlers(capture.service, handlers)
     else:
@@ -112,8 +115,7 @@ async def build_aio(
     relay: Relay[pb.OrderRequest, pb.OrderReply] | None = None,
     tracing: Tracing | None = None,
 ) -> tuple[grpc.aio.Server, health_aio.HealthServicer, int]:
-    interceptors = None if tracing is None else tracing.server_interceptors(aio=True)
-    server = grpc.aio.server(options=server_options(settings), interceptors=interceptors)
+    server = grpc.aio.server(options=server_options(settings))
     health_servicer = health_aio.HealthServicer()
     receipts = _receipts(settings, aio=True)
     measured = AioMeasuredMethods(metrics, receipts) if metrics is not None else None
@@ -129,6 +131,7 @@ async def build_aio(
         admission,
         receipts,
         settings.grpc_max_concurrent_calls,
+        tracing,
     )
     bound = _bind(server, settings, port)
     for name in ("", SERVICE):
@@ -142,7 +145,6 @@ def build_sync(
     server = grpc.server(
         ThreadPoolExecutor(max_workers=settings.grpc_threads, thread_name_prefix="grpc"),
         options=server_options(settings),
-        interceptors=None if tracing is None else tracing.server_interceptors(aio=False),
     )
     health_servicer = health.HealthServicer()
     receipts = _receipts(settings, aio=False)
@@ -156,6 +158,7 @@ def build_sync(
         admission,
         receipts,
         settings.grpc_max_concurrent_calls,
+        tracing,
     )
     bound = _bind(server, settings, port)
     for name in ("", SERVICE):

@@ -54,15 +54,13 @@ class Tracing:
 
         app.add_middleware(TracingMiddleware, tracer=self.tracer, kinds=KINDS)
 
-    def server_interceptors(self, aio: bool) -> list[Any]:
-        """The gRPC server's interceptor, aio or thread pool (wirelab.traces.grpcio): a server
-        span per call, its caller's context taken from the call's metadata; health and
-        reflection untraced."""
+    def grpc_handlers(self, handlers: Mapping[str, Any], service: str, aio: bool) -> Any:
+        """A gRPC service's method handlers, aio or thread pool, each call in a server span
+        (wirelab.traces.grpcio), its caller's context taken from the call's metadata."""
         from wirelab.rpc.kinds import METHOD_KINDS
-        from wirelab.traces.grpcio import AioServerInterceptor, SyncServerInterceptor
+        from wirelab.traces.grpcio import traced_handlers
 
-        made = AioServerInterceptor if aio else SyncServerInterceptor
-        return [made(self.tracer, METHOD_KINDS)]
+        return traced_handlers(handlers, service, self.tracer, METHOD_KINDS, aio)
 
     def client_interceptors(self) -> list[Any]:
         """A grpc.aio channel's interceptors: a client span per call, ``traceparent`` sent in

@@ -1,15 +1,19 @@
-"""The gRPC service's server spans: an interceptor that costs an unsampled call only the sampler's
-decision (aio and thread-pool servers; imported only with traces on).
+"""The gRPC service's server spans, costing an unsampled call only the sampler's decision: each
+method's behaviour wrapped where the server registers it (aio and thread-pool servers; imported
+only with traces on).
 
-Hand-written, not OpenTelemetry's grpc server interceptor: that one kept 0.63-0.70 of a
-saturated aio service's calls per CPU-second at ratio 0.01 (`wirelab perf overhead --traces 0.01
---protocols grpc`, 28 Nov, rounds cut short), as it builds every attribute and proxies the
-servicer context of each call before the sampler has said no. This one asks the sampler first.
+Hand-written, not OpenTelemetry's grpc server interceptor: that one kept 0.694 [0.661-0.708] of
+a saturated aio service's calls per CPU-second at ratio 0.01 (`wirelab perf overhead --traces
+0.01 --protocols grpc`, 28 Nov, 12 rounds on a loaded machine), as it builds every attribute and
+proxies the servicer context of each call before the sampler has said no. An interceptor of our
+own that asked the sampler first kept 0.881 [0.869-0.897] (60 rounds), and the spans made in
+the method's own handler, as here, 0.906 [0.902-0.913] (64 rounds): still short of the 0.97 the
+metrics keep, and what is left is the SDK's own span start and context switch, docs/traces.md.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from contextlib import suppress
 from typing import Any
 
@@ -75,115 +79,97 @@ def _code(servicer_context: Any, error: BaseException | None) -> grpc.StatusCode
     return grpc.StatusCode.OK if error is None else grpc.StatusCode.UNKNOWN
 
 
-def _wrap(handler: Any, wrap: Callable[[Any, bool], Any]) -> Any:
+def traced_handlers(
+    handlers: Mapping[str, Any],
+    service: str,
+    tracer: trace.Tracer,
+    kinds: Mapping[str, str],
+    aio: bool,
+) -> dict[str, Any]:
+    """``handlers`` (a service's method handlers by method name) with each behaviour in a
+    server span, its parent the call's ``traceparent`` metadata."""
+    return {
+        name: _wrap(handler, _aio if aio else _sync, tracer, f"/{service}/{name}", kinds)
+        for name, handler in handlers.items()
+    }
+
+
+def _wrap(
+    handler: Any, wrapper: Callable[..., Any], tracer: Any, method: str, kinds: Mapping[str, str]
+) -> Any:
     """``handler`` with its behaviour wrapped (the streaming ones as streams)."""
-    if handler.unary_unary:
-        return handler._replace(unary_unary=wrap(handler.unary_unary, False))
-    if handler.unary_stream:
-        return handler._replace(unary_stream=wrap(handler.unary_stream, True))
-    if handler.stream_unary:
-        return handler._replace(stream_unary=wrap(handler.stream_unary, False))
-    return handler._replace(stream_stream=wrap(handler.stream_stream, True))
+    kind = kinds.get(method, "other")
+    for shape, streaming in (
+        ("unary_unary", False),
+        ("unary_stream", True),
+        ("stream_unary", False),
+        ("stream_stream", True),
+    ):
+        behavior = getattr(handler, shape)
+        if behavior is not None:
+            traced = wrapper(behavior, streaming, tracer, method, kind)
+            return handler._replace(**{shape: traced})
+    return handler
 
 
-class AioServerInterceptor(grpc.aio.ServerInterceptor):
-    """A server span per call of a grpc.aio server, its parent the call's ``traceparent``."""
+def _aio(behavior: Any, streaming: bool, tracer: Any, method: str, kind: str) -> Any:
+    if streaming:
 
-    def __init__(self, tracer: trace.Tracer, kinds: Mapping[str, str]) -> None:
-        self.tracer = tracer
-        self.kinds = kinds
+        async def stream(request: Any, servicer_context: Any) -> AsyncIterator[Any]:
+            metadata = servicer_context.invocation_metadata()
+            call, error = _Call(tracer, method, kind, metadata), None
+            try:
+                replies = behavior(request, servicer_context)
+                if hasattr(replies, "__aiter__"):
+                    async for reply in replies:
+                        yield reply
+                else:  # a behaviour that writes its replies itself
+                    await replies
+            except BaseException as exc:
+                error = exc
+                raise
+            finally:
+                call.end(servicer_context, error)
 
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[Any]],
-        details: grpc.HandlerCallDetails,
-    ) -> Any:
-        handler = await continuation(details)
-        method: str = details.method
-        if handler is None or method.startswith(UNTRACED):
-            return handler
-        tracer, kind = self.tracer, self.kinds.get(method, "other")
-        metadata = details.invocation_metadata
+        return stream
 
-        def wrap(behavior: Any, streaming: bool) -> Any:
-            if streaming:
+    async def unary(request: Any, servicer_context: Any) -> Any:
+        call, error = _Call(tracer, method, kind, servicer_context.invocation_metadata()), None
+        try:
+            return await behavior(request, servicer_context)
+        except BaseException as exc:
+            error = exc
+            raise
+        finally:
+            call.end(servicer_context, error)
 
-                async def stream(request: Any, servicer_context: Any) -> AsyncIterator[Any]:
-                    call, error = _Call(tracer, method, kind, metadata), None
-                    try:
-                        replies = behavior(request, servicer_context)
-                        if hasattr(replies, "__aiter__"):
-                            async for reply in replies:
-                                yield reply
-                        else:  # a behaviour that writes its replies itself
-                            await replies
-                    except BaseException as exc:
-                        error = exc
-                        raise
-                    finally:
-                        call.end(servicer_context, error)
-
-                return stream
-
-            async def unary(request: Any, servicer_context: Any) -> Any:
-                call, error = _Call(tracer, method, kind, metadata), None
-                try:
-                    return await behavior(request, servicer_context)
-                except BaseException as exc:
-                    error = exc
-                    raise
-                finally:
-                    call.end(servicer_context, error)
-
-            return unary
-
-        return _wrap(handler, wrap)
+    return unary
 
 
-class SyncServerInterceptor(grpc.ServerInterceptor):
-    """A server span per call of the thread-pool server."""
+def _sync(behavior: Any, streaming: bool, tracer: Any, method: str, kind: str) -> Any:
+    if streaming:
 
-    def __init__(self, tracer: trace.Tracer, kinds: Mapping[str, str]) -> None:
-        self.tracer = tracer
-        self.kinds = kinds
+        def stream(request: Any, servicer_context: Any) -> Iterator[Any]:
+            metadata = servicer_context.invocation_metadata()
+            call, error = _Call(tracer, method, kind, metadata), None
+            try:
+                yield from behavior(request, servicer_context)
+            except BaseException as exc:
+                error = exc
+                raise
+            finally:
+                call.end(servicer_context, error)
 
-    def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Any],
-        details: grpc.HandlerCallDetails,
-    ) -> Any:
-        handler = continuation(details)
-        method: str = details.method
-        if handler is None or method.startswith(UNTRACED):
-            return handler
-        tracer, kind = self.tracer, self.kinds.get(method, "other")
-        metadata = details.invocation_metadata
+        return stream
 
-        def wrap(behavior: Any, streaming: bool) -> Any:
-            if streaming:
+    def unary(request: Any, servicer_context: Any) -> Any:
+        call, error = _Call(tracer, method, kind, servicer_context.invocation_metadata()), None
+        try:
+            return behavior(request, servicer_context)
+        except BaseException as exc:
+            error = exc
+            raise
+        finally:
+            call.end(servicer_context, error)
 
-                def stream(request: Any, servicer_context: Any) -> Iterator[Any]:
-                    call, error = _Call(tracer, method, kind, metadata), None
-                    try:
-                        yield from behavior(request, servicer_context)
-                    except BaseException as exc:
-                        error = exc
-                        raise
-                    finally:
-                        call.end(servicer_context, error)
-
-                return stream
-
-            def unary(request: Any, servicer_context: Any) -> Any:
-                call, error = _Call(tracer, method, kind, metadata), None
-                try:
-                    return behavior(request, servicer_context)
-                except BaseException as exc:
-                    error = exc
-                    raise
-                finally:
-                    call.end(servicer_context, error)
-
-            return unary
-
-        return _wrap(handler, wrap)
+    return unary
