@@ -53,6 +53,18 @@ def containers(stack: str) -> dict[str, list[str]]:
     return found
 
 
+def updating(stack: str) -> list[str]:
+    """Services of ``stack`` whose update (a redeploy's new spec) has not completed: their old
+    tasks may still be running, and healthy, in the new ones' place."""
+    names = [f"{stack}_{s.name}" for s in services(stack)]
+    out = _docker(
+        "service", "inspect", "--format",
+        "{{.Spec.Name}} {{if .UpdateStatus}}{{.UpdateStatus.State}}{{end}}", *names,
+    )  # fmt: skip
+    states = ([*line.split(), ""] for line in out.splitlines())
+    return [n.removeprefix(f"{stack}_") for n, state, *_ in states if state in ("updating",)]
+
+
 def problems(stack: str) -> list[str]:
     """What keeps ``stack`` from being up; empty when it is. Containers on other nodes are
     counted by Swarm (running/wanted); their health only by their node."""
@@ -60,6 +72,7 @@ def problems(stack: str) -> list[str]:
     if not listed:
         return [f"no service of stack {stack}"]
     found = [f"{s.name}: {s.running}/{s.wanted} tasks" for s in listed if s.running < s.wanted]
+    found += [f"{name}: updating" for name in updating(stack)]
     for service, states in sorted(containers(stack).items()):
         found += [f"{service}: {state}" for state in states if state not in ("healthy", "none")]
     return found
