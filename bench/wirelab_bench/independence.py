@@ -195,8 +195,9 @@ def sentence(verdict: Verdict) -> str:
     if not verdict.others:
         return f"{said} The reference tools agree with each other."
     return (
-        f"{said} The ratio does not depend on the generator: each lab generator's agrees with the "
-        f"reference tools' (intervals meeting, or within {TOLERANCE * 100:.0f} %)."
+        f"{said} The ratio is not shown to depend on the generator: each lab generator's agrees "
+        f"with the reference tools' (intervals meeting, or within {TOLERANCE * 100:.0f} %), as "
+        "closely as the intervals' width allows."
     )
 
 
