@@ -3,7 +3,7 @@ labelled with every role, the cluster topology deployed as a stack from the loca
 (swarm/up), every service placed by its role and healthy, every Prometheus target up through
 Swarm discovery, the balancer spreading orders over every replica, a short benchmark and the
 report through the stack's published ports; the stack and the swarm gone at the end, also on
-failure. 1 min 44 s on the project's 2-core machine with the images built (28 Nov)."""
+failure. 2 min 16 s on the project's 2-core machine with the images built (28 Nov)."""
 
 from __future__ import annotations
 
