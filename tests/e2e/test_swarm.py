@@ -104,8 +104,12 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
             if _swarm_state() != "inactive":
                 _docker("swarm", "leave", "--force", check=False)
             assert _swarm_state() == "inactive", "the test's swarm is still there"
-            left = _docker("ps", "-aq", "--filter", f"label=com.docker.stack.namespace={name}")
+            label = f"label=com.docker.stack.namespace={name}"
+            left = _docker("ps", "-aq", "--filter", label)
             assert not left.split(), f"containers of stack {name} left: {left.split()}"
+            # make swarm-down keeps a stack's volumes, as make lab-down does; the test's go.
+            for volume in _docker("volume", "ls", "-q", "--filter", label).split():
+                _docker("volume", "rm", volume)
 
 
 def _inspect(stack: Stack, service: str) -> dict[str, Any]:
