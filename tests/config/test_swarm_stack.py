@@ -23,7 +23,7 @@ from tests.config.test_promtool import run
 from tests.config.test_topologies import resolved
 
 TOPOLOGIES = ["one-hop", "a-to-b", "cluster", "order-chain"]
-PROFILES = "node,amqp,netem"
+PROFILES = "node,amqp,netem,traces"
 
 
 def files(topology: str) -> list[str]:
