@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import gzip
 import socket
+import sys
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -154,6 +155,12 @@ class _MetricsServer(ThreadingHTTPServer):
         self.page = page
         self.ready = ready
         super().__init__(address, _Handler)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A scraper that left mid-page (its timeout, on a loaded machine) is not an error of
+        ours: socketserver would print a BrokenPipeError traceback into the service's log."""
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
 
 
 def start_server(

@@ -118,6 +118,29 @@ def test_off_still_serves_process_metrics() -> None:
     assert b"wirelab_server" not in payload
 
 
+def test_a_scraper_gone_mid_page_leaves_no_traceback_but_other_errors_do(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    server = exposition.start_server("127.0.0.1", 0, None)
+    request = socket.socket()  # stands in for the scraper's connection
+    try:
+        for error in (BrokenPipeError(32, "Broken pipe"), ConnectionResetError(104, "reset")):
+            try:
+                raise error
+            except ConnectionError:
+                server.handle_error(request, ("127.0.0.1", 1))
+        assert capsys.readouterr().err == ""
+        try:
+            raise ValueError("a bug")
+        except ValueError:
+            server.handle_error(request, ("127.0.0.1", 1))
+        assert "ValueError: a bug" in capsys.readouterr().err
+    finally:
+        request.close()
+        server.shutdown()
+        server.server_close()
+
+
 def test_a_taken_port_raises() -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
