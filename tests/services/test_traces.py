@@ -362,3 +362,45 @@ async def test_without_a_tracer_amqp_messages_carry_no_context() -> None:
     await consumer.handle(cast(AbstractIncomingMessage, Delivery(ORDER.SerializeToString())))
     ((reply, _, _),) = replies.published
     assert "traceparent" not in reply.headers
+
+
+# The span starter ------------------------------------------------------------------------
+
+
+def _starter(ratio: float) -> traces.Tracing:
+    made = traces.start(
+        settings(traces=True, trace_sample_ratio=ratio), "grpc", exporter=InMemorySpanExporter()
+    )
+    assert made is not None
+    return made
+
+
+def test_a_new_trace_is_kept_as_the_sdks_sampler_would_keep_it() -> None:
+    """The starter decides without the SDK; on the same trace id the SDK's TraceIdRatioBased
+    decides alike, and a kept trace's span is the SDK's, on that id."""
+    from opentelemetry.sdk.trace.sampling import Decision, TraceIdRatioBased
+
+    tracing = _starter(0.25)
+    sdk = TraceIdRatioBased(0.25)
+    kept = 0
+    for _ in range(2000):
+        span = tracing.starter.start("/wirelab.v1.WireLab/ProcessOrder", None)
+        trace_id = span.get_span_context().trace_id
+        decided = sdk.should_sample(None, trace_id, "x").decision == Decision.RECORD_AND_SAMPLE
+        assert span.is_recording() == decided == span.get_span_context().trace_flags.sampled
+        kept += decided
+        span.end()
+    assert 300 < kept < 700  # a quarter of 2,000, give or take
+
+
+@pytest.mark.parametrize("sampled", [True, False])
+def test_a_callers_decision_is_followed_on_its_trace(sampled: bool) -> None:
+    from opentelemetry import propagate
+
+    tracing = _starter(0.0 if sampled else 1.0)
+    flags = "01" if sampled else "00"
+    parent = propagate.extract({"traceparent": PARENT[:-2] + flags})
+    span = tracing.starter.start("/wirelab.v1.WireLab/ProcessOrder", parent)
+    assert span.is_recording() == sampled
+    assert f"{span.get_span_context().trace_id:032x}" == PARENT.split("-")[1]
+    span.end()

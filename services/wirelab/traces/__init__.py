@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from opentelemetry.trace import Tracer
 
     from wirelab.settings import Settings
+    from wirelab.traces.spans import Starter
 
 RUNTIME = "python"
 # What a span's kind (the metrics' `kind` label) is read from when the instrumentation that
@@ -41,6 +42,7 @@ class Tracing:
     provider: TracerProvider
     protocol: str
     service: str
+    starter: Starter
 
     @property
     def tracer(self) -> Tracer:
@@ -52,7 +54,7 @@ class Tracing:
         from wirelab.rest.middleware import KINDS
         from wirelab.traces.asgi import TracingMiddleware
 
-        app.add_middleware(TracingMiddleware, tracer=self.tracer, kinds=KINDS)
+        app.add_middleware(TracingMiddleware, starter=self.starter, kinds=KINDS)
 
     def grpc_handlers(self, handlers: Mapping[str, Any], service: str, aio: bool) -> Any:
         """A gRPC service's method handlers, aio or thread pool, each call in a server span
@@ -60,7 +62,7 @@ class Tracing:
         from wirelab.rpc.kinds import METHOD_KINDS
         from wirelab.traces.grpcio import traced_handlers
 
-        return traced_handlers(handlers, service, self.tracer, METHOD_KINDS, aio)
+        return traced_handlers(handlers, service, self.starter, METHOD_KINDS, aio)
 
     def client_interceptors(self) -> list[Any]:
         """A grpc.aio channel's interceptors: a client span per call, ``traceparent`` sent in
@@ -104,19 +106,22 @@ def start(
     from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
 
     from wirelab.traces.labels import LabLabels
+    from wirelab.traces.spans import DrawnIds, Starter
 
     service = settings.service_name or service or protocol
     labels = {"wirelab.protocol": protocol, "wirelab.service": service, "wirelab.runtime": RUNTIME}
     resource = Resource.create({"service.name": service, "service.namespace": "wirelab", **labels})
     sampler = ParentBased(TraceIdRatioBased(settings.trace_sample_ratio))
-    provider = TracerProvider(resource=resource, sampler=sampler)
+    ids = DrawnIds()
+    provider = TracerProvider(resource=resource, sampler=sampler, id_generator=ids)
     provider.add_span_processor(LabLabels(labels, kind_of))
     if exporter is None:
         from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 
         exporter = OTLPSpanExporter(endpoint=settings.traces_endpoint, insecure=True)
     provider.add_span_processor(BatchSpanProcessor(exporter))
-    return Tracing(provider, protocol, service)
+    starter = Starter(provider.get_tracer("wirelab"), ids, settings.trace_sample_ratio)
+    return Tracing(provider, protocol, service, starter)
 
 
 def grpc_kind(kinds: Mapping[str, str]) -> KindOf:

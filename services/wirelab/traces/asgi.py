@@ -13,8 +13,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from opentelemetry import context, propagate, trace
-from opentelemetry.trace import SpanKind, StatusCode
+from opentelemetry.trace import StatusCode
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from wirelab.traces.spans import Starter
 
 # Operational endpoints, untraced as they are unmeasured (the healthcheck calls one every few s).
 UNTRACED = frozenset({"/healthz", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"})
@@ -26,10 +28,10 @@ class TracingMiddleware:
     sampled or not."""
 
     def __init__(
-        self, app: ASGIApp, tracer: trace.Tracer, kinds: Mapping[tuple[str, str], str]
+        self, app: ASGIApp, starter: Starter, kinds: Mapping[tuple[str, str], str]
     ) -> None:
         self.app = app
-        self.tracer = tracer
+        self.starter = starter
         self.kinds = kinds
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -43,7 +45,7 @@ class TracingMiddleware:
         parent = propagate.extract(carrier) if carrier else None
         method = scope.get("method", "GET")
         path = scope["path"]
-        span = self.tracer.start_span(f"{method} {path}", parent, SpanKind.SERVER)
+        span = self.starter.start(f"{method} {path}", parent)
         token = context.attach(trace.set_span_in_context(span, parent))
         try:
             if not span.is_recording():  # unsampled: the context only, for the downstreams

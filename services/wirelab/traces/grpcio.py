@@ -7,8 +7,9 @@ a saturated aio service's calls per CPU-second at ratio 0.01 (`wirelab perf over
 0.01 --protocols grpc`, 28 Nov, 12 rounds on a loaded machine), as it builds every attribute and
 proxies the servicer context of each call before the sampler has said no. An interceptor of our
 own that asked the sampler first kept 0.881 [0.869-0.897] (60 rounds), and the spans made in
-the method's own handler, as here, 0.906 [0.902-0.913] (64 rounds): still short of the 0.97 the
-metrics keep, and what is left is the SDK's own span start and context switch, docs/traces.md.
+the method's own handler, as here, 0.906 [0.902-0.913] (64 rounds), and with an unsampled span
+started without the SDK (wirelab.traces.spans) 0.936 [0.931-0.945]: still short of the 0.97 the
+metrics keep (docs/traces.md).
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ from typing import Any
 import grpc
 import grpc.aio
 from opentelemetry import context, propagate, trace
-from opentelemetry.trace import Span, SpanKind, StatusCode
+from opentelemetry.trace import Span, StatusCode
+
+from wirelab.traces.spans import Starter
 
 # Operational services, untraced as they are unmeasured (the healthcheck calls one every few s).
 UNTRACED = ("/grpc.health.v1.", "/grpc.reflection.")
@@ -39,10 +42,10 @@ class _Call:
 
     __slots__ = ("span", "token")
 
-    def __init__(self, tracer: trace.Tracer, method: str, kind: str, metadata: Any) -> None:
+    def __init__(self, starter: Starter, method: str, kind: str, metadata: Any) -> None:
         carrier = _carrier(metadata)
         parent = propagate.extract(carrier) if carrier else None
-        self.span: Span = tracer.start_span(method, parent, SpanKind.SERVER)
+        self.span: Span = starter.start(method, parent)
         if self.span.is_recording():
             service, _, name = method[1:].rpartition("/")
             self.span.set_attributes(
@@ -82,20 +85,24 @@ def _code(servicer_context: Any, error: BaseException | None) -> grpc.StatusCode
 def traced_handlers(
     handlers: Mapping[str, Any],
     service: str,
-    tracer: trace.Tracer,
+    starter: Starter,
     kinds: Mapping[str, str],
     aio: bool,
 ) -> dict[str, Any]:
     """``handlers`` (a service's method handlers by method name) with each behaviour in a
     server span, its parent the call's ``traceparent`` metadata."""
     return {
-        name: _wrap(handler, _aio if aio else _sync, tracer, f"/{service}/{name}", kinds)
+        name: _wrap(handler, _aio if aio else _sync, starter, f"/{service}/{name}", kinds)
         for name, handler in handlers.items()
     }
 
 
 def _wrap(
-    handler: Any, wrapper: Callable[..., Any], tracer: Any, method: str, kinds: Mapping[str, str]
+    handler: Any,
+    wrapper: Callable[..., Any],
+    starter: Starter,
+    method: str,
+    kinds: Mapping[str, str],
 ) -> Any:
     """``handler`` with its behaviour wrapped (the streaming ones as streams)."""
     kind = kinds.get(method, "other")
@@ -107,17 +114,17 @@ def _wrap(
     ):
         behavior = getattr(handler, shape)
         if behavior is not None:
-            traced = wrapper(behavior, streaming, tracer, method, kind)
+            traced = wrapper(behavior, streaming, starter, method, kind)
             return handler._replace(**{shape: traced})
     return handler
 
 
-def _aio(behavior: Any, streaming: bool, tracer: Any, method: str, kind: str) -> Any:
+def _aio(behavior: Any, streaming: bool, starter: Starter, method: str, kind: str) -> Any:
     if streaming:
 
         async def stream(request: Any, servicer_context: Any) -> AsyncIterator[Any]:
             metadata = servicer_context.invocation_metadata()
-            call, error = _Call(tracer, method, kind, metadata), None
+            call, error = _Call(starter, method, kind, metadata), None
             try:
                 replies = behavior(request, servicer_context)
                 if hasattr(replies, "__aiter__"):
@@ -134,7 +141,7 @@ def _aio(behavior: Any, streaming: bool, tracer: Any, method: str, kind: str) ->
         return stream
 
     async def unary(request: Any, servicer_context: Any) -> Any:
-        call, error = _Call(tracer, method, kind, servicer_context.invocation_metadata()), None
+        call, error = _Call(starter, method, kind, servicer_context.invocation_metadata()), None
         try:
             return await behavior(request, servicer_context)
         except BaseException as exc:
@@ -146,12 +153,12 @@ def _aio(behavior: Any, streaming: bool, tracer: Any, method: str, kind: str) ->
     return unary
 
 
-def _sync(behavior: Any, streaming: bool, tracer: Any, method: str, kind: str) -> Any:
+def _sync(behavior: Any, streaming: bool, starter: Starter, method: str, kind: str) -> Any:
     if streaming:
 
         def stream(request: Any, servicer_context: Any) -> Iterator[Any]:
             metadata = servicer_context.invocation_metadata()
-            call, error = _Call(tracer, method, kind, metadata), None
+            call, error = _Call(starter, method, kind, metadata), None
             try:
                 yield from behavior(request, servicer_context)
             except BaseException as exc:
@@ -163,7 +170,7 @@ def _sync(behavior: Any, streaming: bool, tracer: Any, method: str, kind: str) -
         return stream
 
     def unary(request: Any, servicer_context: Any) -> Any:
-        call, error = _Call(tracer, method, kind, servicer_context.invocation_metadata()), None
+        call, error = _Call(starter, method, kind, servicer_context.invocation_metadata()), None
         try:
             return behavior(request, servicer_context)
         except BaseException as exc:
