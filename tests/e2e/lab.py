@@ -125,7 +125,8 @@ class Lab:
         return self.compose("logs", "--no-color", "--tail", "40", timeout=60, check=False).stdout
 
     def down(self) -> None:
-        profiles = [arg for p in ("bench", "node", "amqp", "netem") for arg in ("--profile", p)]
+        named = ("bench", "node", "amqp", "netem", "traces")
+        profiles = [arg for p in named for arg in ("--profile", p)]
         self.compose(*profiles, "down", "-v", "--remove-orphans",
                      "--timeout", "20", timeout=180)  # fmt: skip
 
