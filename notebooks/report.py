@@ -36,7 +36,7 @@ from IPython.display import Markdown, display  # type: ignore[attr-defined]
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from wirelab.contract import EDGE_PROTOCOLS, STREAM_KINDS
-from wirelab_bench import repeatability
+from wirelab_bench import independence, repeatability
 from wirelab_bench.claims import (
     confirmed_orders,
     http2_split,
@@ -59,6 +59,9 @@ results_dir = ""
 # Where PNGs go; empty = $WIRELAB_REPORT_OUTPUT, else the results folder (or, if that is
 # read-only as in the Jupyter container, <temp dir>/wirelab-report/<run>).
 output_dir = ""
+# A `wirelab perf crosscheck` file; empty = $WIRELAB_REPORT_CROSSCHECK (`wirelab report
+# --crosscheck FILE`), else the results folder's crosscheck.json, if it has one.
+crosscheck_file = ""
 
 # %%
 pd.set_option("display.width", 160)
@@ -561,6 +564,33 @@ if HAVE and not PIPELINE:
         say("No unary cells on both protocols: the published claims cannot be checked here.")
 elif PIPELINE:
     say(pipeline_verdict(manifest, len(tidy)))
+
+# %% [markdown]
+# ## Generator independence: the reference tools' ratios beside the lab's
+# Does a kind's gRPC/REST ratio depend on the load generator? `wirelab perf crosscheck`
+# (docs/bench.md) measures each kind both protocols share with reference tools (ghz for gRPC,
+# wrk and vegeta for REST) beside Locust and, for small calls, wirelab-loadgen, against local
+# services at its own load: per generator, the rounds' median gRPC/REST ratio with its
+# interval. A generator's ratio agrees with the references' when the intervals meet or the
+# two are within 10 %. Read from the file `wirelab report --crosscheck FILE` names, else the
+# results folder's `crosscheck.json`.
+
+# %%
+CROSSCHECK = independence.find(RUN, crosscheck_file)
+RUN_KINDS = {k: set(g.generator) for k, g in tidy.groupby("kind")} if HAVE else {}
+if PIPELINE:
+    say("A pipeline check states no comparison, so no generator's is checked either.")
+elif CROSSCHECK is None:
+    say("No cross-check file: whether a kind's gRPC/REST ratio depends on the generator is not "
+        "shown, and this run's ratios are each its own generator's (Locust's, and "
+        "wirelab-loadgen's for small calls). `wirelab perf crosscheck --out "
+        f"{RUN}/{independence.FILE}` measures it.")  # fmt: skip
+else:
+    cc_meta, cc_rows = independence.read(CROSSCHECK)
+    say(f"Cross-check `{CROSSCHECK.name}`: {independence.conditions(cc_meta)} (its own load, "
+        "not this run's cells).")  # fmt: skip
+    display(pd.DataFrame(independence.table(cc_rows)))
+    say("\n".join(f"- {line}" for line in independence.report_lines(cc_rows, RUN_KINDS)))
 
 # %% [markdown]
 # ## Small calls: the precise generator beside Locust

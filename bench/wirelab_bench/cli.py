@@ -102,6 +102,13 @@ def parser() -> argparse.ArgumentParser:
         default=os.environ.get("WIRELAB_REPORT_NOTEBOOK", str(NOTEBOOK)),
         help=f"the report notebook (default {NOTEBOOK}; env WIRELAB_REPORT_NOTEBOOK)",
     )
+    report.add_argument(
+        "--crosscheck",
+        default=os.environ.get("WIRELAB_REPORT_CROSSCHECK", ""),
+        help="a `wirelab perf crosscheck` file: the report says per kind whether the gRPC/REST "
+        "ratio depends on the generator (default: the results folder's crosscheck.json, if any; "
+        "env WIRELAB_REPORT_CROSSCHECK)",
+    )
     compare = sub.add_parser(
         "compare",
         help="compare two results folders cell by cell: B/A ratios, regressions flagged",
@@ -289,7 +296,12 @@ def _report(args: argparse.Namespace) -> int:
     if not Path(args.notebook).is_file():
         print(f"wirelab report: no notebook at {args.notebook}", file=sys.stderr)
         return EXIT_USAGE
-    html = render(run_dir, Path(args.output_dir) if args.output_dir else None, Path(args.notebook))
+    if args.crosscheck and not Path(args.crosscheck).is_file():
+        print(f"wirelab report: no cross-check file at {args.crosscheck}", file=sys.stderr)
+        return EXIT_USAGE
+    output = Path(args.output_dir) if args.output_dir else None
+    crosscheck = Path(args.crosscheck) if args.crosscheck else None
+    html = render(run_dir, output, Path(args.notebook), crosscheck=crosscheck)
     print(html)
     return 0
 

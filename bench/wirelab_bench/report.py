@@ -17,9 +17,14 @@ NOTEBOOK = next(
 
 
 def render(
-    run_dir: Path, output_dir: Path | None = None, notebook: Path = NOTEBOOK, timeout: int = 600
+    run_dir: Path,
+    output_dir: Path | None = None,
+    notebook: Path = NOTEBOOK,
+    timeout: int = 600,
+    crosscheck: Path | None = None,
 ) -> Path:
-    """Run notebooks/report.py top to bottom on ``run_dir``; returns the HTML report's path.
+    """Run notebooks/report.py top to bottom on ``run_dir`` (with a `wirelab perf crosscheck`
+    file, if given, in place of the folder's own); returns the HTML report's path.
 
     The notebook takes its parameters from the environment, so the executed copy is the source
     file as stored plus outputs: no injected cell to explain.
@@ -33,9 +38,12 @@ def render(
     out = output_dir or run_dir
     out.mkdir(parents=True, exist_ok=True)
     nb = jupytext.read(notebook)
-    saved = {k: os.environ.get(k) for k in ("WIRELAB_REPORT_RESULTS", "WIRELAB_REPORT_OUTPUT")}
+    keys = ("WIRELAB_REPORT_RESULTS", "WIRELAB_REPORT_OUTPUT", "WIRELAB_REPORT_CROSSCHECK")
+    saved = {k: os.environ.get(k) for k in keys}
     os.environ["WIRELAB_REPORT_RESULTS"] = str(run_dir.resolve())
     os.environ["WIRELAB_REPORT_OUTPUT"] = str(out.resolve())
+    if crosscheck is not None:
+        os.environ["WIRELAB_REPORT_CROSSCHECK"] = str(crosscheck.resolve())
     try:
         # The kernel on Unix sockets, not loopback TCP: no other user of the host can reach it,
         # and ipykernel stops warning of plain-text TCP on every render. The sockets' absolute

@@ -10,9 +10,11 @@ from typing import Any
 
 import pandas as pd
 import pytest
+from wirelab_bench import independence
 from wirelab_bench.cell import histogram_rows
 from wirelab_bench.cli import main
 from wirelab_bench.histo import Snapshot
+from wirelab_bench.independence import Measured
 from wirelab_bench.knobs import REPO
 from wirelab_bench.promql import aggregate
 from wirelab_bench.report import render
@@ -128,6 +130,32 @@ def test_a_comparison_report_gives_each_ratio_its_interval(tmp_path: Path) -> No
     assert "Of 1 condition(s) with an interval: REST completed more in 1." in text
     assert "the spread from run to run is not in it" in text
     assert "*gRPC has higher throughput* (IIT, order-chain studies): does not hold" in text
+    assert "No cross-check file: whether a kind's gRPC/REST ratio depends on the generator" in text
+
+
+def test_a_report_with_a_cross_check_says_per_kind_whether_the_generator_decides(
+    tmp_path: Path,
+) -> None:
+    scenario = tmp_path / "one.toml"
+    scenario.write_text(
+        'kinds = ["unary", "bidi"]\nloads = [{users = 10}]\n'
+        "warmup_s = 1\nduration_s = 5\ncooldown_s = 0\n"
+    )
+    run = folder(tmp_path, scenario, 5.0, {"rest": 400, "grpc": 92})
+    rows = [
+        Measured("unary", generator, protocol, rnd, ok, 1.0)
+        for rnd in range(3)
+        for generator, grpc in (("ghz+wrk", 0.5), ("locust", 0.9))
+        for protocol, ok in (("rest", 1000.0), ("grpc", 1000.0 * grpc))
+    ]
+    cross = tmp_path / "elsewhere.json"
+    independence.write(cross, {"command": "wirelab perf crosscheck", "rounds": 3}, rows)
+    assert main(["report", str(run), "--crosscheck", str(cross)]) == 0
+    text = said(run)
+    assert "Cross-check `elsewhere.json`: `wirelab perf crosscheck`" in text
+    assert "**unary**: gRPC/REST [interval, 75 % over 3 rounds] by the reference tools" in text
+    assert "**The ratio depends on the generator**: Locust's ratio of successful calls/s" in text
+    assert "**bidi**: Locust is the only generator of this kind's ratio" in text
 
 
 def test_a_report_beside_a_repeatability_table_states_the_spread_over_runs(tmp_path: Path) -> None:
