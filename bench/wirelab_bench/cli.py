@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import sys
 from dataclasses import replace
 from pathlib import Path
+
+from wirelab.contract.table import value
 
 from wirelab_bench import knobs as knob_table
 from wirelab_bench.cellcost import cell_cost
@@ -89,22 +90,22 @@ def parser() -> argparse.ArgumentParser:
     )
     report.add_argument(
         "--results-dir",
-        default=os.environ.get("WIRELAB_BENCH_RESULTS_DIR", "results"),
+        default=value("WIRELAB_BENCH_RESULTS_DIR"),
         help="where to find the newest folder (default 'results'; env WIRELAB_BENCH_RESULTS_DIR)",
     )
     report.add_argument(
         "--output-dir",
-        default=os.environ.get("WIRELAB_REPORT_OUTPUT", ""),
+        default=value("WIRELAB_REPORT_OUTPUT"),
         help="where the report goes (default: the results folder; env WIRELAB_REPORT_OUTPUT)",
     )
     report.add_argument(
         "--notebook",
-        default=os.environ.get("WIRELAB_REPORT_NOTEBOOK", str(NOTEBOOK)),
+        default=value("WIRELAB_REPORT_NOTEBOOK"),
         help=f"the report notebook (default {NOTEBOOK}; env WIRELAB_REPORT_NOTEBOOK)",
     )
     report.add_argument(
         "--crosscheck",
-        default=os.environ.get("WIRELAB_REPORT_CROSSCHECK", ""),
+        default=value("WIRELAB_REPORT_CROSSCHECK"),
         help="a `wirelab perf crosscheck` file: the report says per kind whether the gRPC/REST "
         "ratio depends on the generator (default: the results folder's crosscheck.json, if any; "
         "env WIRELAB_REPORT_CROSSCHECK)",
@@ -128,7 +129,7 @@ def parser() -> argparse.ArgumentParser:
     )
     compare.add_argument(
         "--output-dir",
-        default=os.environ.get("WIRELAB_COMPARE_OUTPUT", ""),
+        default=value("WIRELAB_COMPARE_OUTPUT"),
         help="where the CSV and HTML go (default: run B's folder; env WIRELAB_COMPARE_OUTPUT)",
     )
     repeat = sub.add_parser(
