@@ -6,14 +6,13 @@ import os
 import tempfile
 from pathlib import Path
 
-from wirelab_bench.knobs import REPO
+from wirelab.contract.table import BY_ENV
+
 from wirelab_bench.results import latest_run
 
-# The checkout's notebook; an installed (non-editable) package finds it from the working directory.
-NOTEBOOK = next(
-    (p for p in (Path("notebooks/report.py"), REPO / "notebooks" / "report.py") if p.exists()),
-    REPO / "notebooks" / "report.py",
-)
+# The knob table's default (the working directory's notebook when it has one, as in the bench
+# image's mounted checkout, else the checkout's), without WIRELAB_REPORT_NOTEBOOK.
+NOTEBOOK = Path(BY_ENV["WIRELAB_REPORT_NOTEBOOK"].value)
 
 
 def render(
