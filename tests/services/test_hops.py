@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import socket
-import threading
 import time
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
@@ -17,7 +16,6 @@ import grpc
 import grpc.aio
 import httpx
 import pytest
-import uvicorn
 from prometheus_client import CollectorRegistry
 from wirelab import settings as knobs
 from wirelab.core import split_note
@@ -31,6 +29,7 @@ from wirelab.v1 import wirelab_pb2 as pb
 from wirelab.v1 import wirelab_pb2_grpc as pb_grpc
 
 from tests.services.conftest import SMALL, settings, settled, value
+from tests.services.served import in_thread
 
 ORDER: dict[str, Any] = {
     "order_id": "o-1",
@@ -79,21 +78,8 @@ def _outgoing(registry: CollectorRegistry, protocol: str, outcome: str) -> float
 def rest_service(config: Settings) -> Iterator[Hop]:
     """The REST app on uvicorn in a thread of its own, on a free loopback port."""
     registry = CollectorRegistry()
-    app = create_app(config, ServerMetrics("rest", registry, "async"))
-    sock = socket.create_server(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        assert time.monotonic() < deadline and thread.is_alive(), "REST service did not start"
-        time.sleep(0.02)
-    try:
-        yield Hop(f"http://127.0.0.1:{sock.getsockname()[1]}", registry)
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
-        sock.close()
+    with in_thread(create_app(config, ServerMetrics("rest", registry, "async"))) as url:
+        yield Hop(url, registry)
 
 
 def _rest_order(

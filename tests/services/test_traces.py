@@ -5,11 +5,8 @@ service), each span with the lab's labels, and the head sampling ratio is obeyed
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
-import threading
-import time
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any, cast
@@ -18,7 +15,6 @@ import grpc
 import grpc.aio
 import httpx
 import pytest
-import uvicorn
 from aio_pika.abc import AbstractIncomingMessage
 from fastapi.testclient import TestClient
 from opentelemetry.sdk.trace import ReadableSpan
@@ -39,6 +35,7 @@ from wirelab.v1 import wirelab_pb2 as pb
 from wirelab.v1 import wirelab_pb2_grpc as pb_grpc
 
 from tests.services.conftest import settings
+from tests.services.served import in_thread
 from tests.services.test_amqp import ORDER, Channel, Delivery, Exchange, _connected
 
 # Every trace kept: which spans exist is then up to the code, not to chance.
@@ -145,21 +142,8 @@ def test_a_rest_call_continues_its_callers_trace_with_the_labs_labels() -> None:
 def rest_hop(config: Settings, traced: Traced) -> Iterator[str]:
     """A REST service (a relay when ``config`` has downstreams) on uvicorn in a thread of its
     own, on a free loopback port, traced by ``traced``."""
-    app = create_app(config, None, traced.tracing)
-    sock = socket.create_server(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        assert time.monotonic() < deadline and thread.is_alive(), "REST service did not start"
-        time.sleep(0.02)
-    try:
-        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
-        sock.close()
+    with in_thread(create_app(config, None, traced.tracing)) as url:
+        yield url
 
 
 def _rest_order(url: str) -> None:
