@@ -9,6 +9,7 @@ import json
 import sys
 from pathlib import Path
 
+from wirelab.contract.folder import write_or_check
 from wirelab.contract.knobs import KNOBS, Knob
 
 MODULE = Path(__file__).resolve().parents[1] / "knobfields.py"
@@ -72,14 +73,7 @@ def render() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    text = render()
-    if args == ["--check"]:
-        if not MODULE.exists() or MODULE.read_text() != text:
-            print(f"{MODULE} is stale: python -m wirelab.contract.fieldgen", file=sys.stderr)
-            return 1
-        return 0
-    MODULE.write_text(text)
-    return 0
+    return write_or_check(MODULE, render(), args, "python -m wirelab.contract.fieldgen")
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from wirelab.contract.folder import write_or_check
 from wirelab.contract.table import ENTRIES, PARTS, Entry, resolve
 
 PAGE = Path(__file__).resolve().parents[3] / "docs" / "knobs.md"
@@ -59,14 +60,7 @@ def render() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    page = render()
-    if args == ["--check"]:
-        if not PAGE.exists() or PAGE.read_text() != page:
-            print(f"{PAGE} is stale: python -m wirelab.contract.knobdoc", file=sys.stderr)
-            return 1
-        return 0
-    PAGE.write_text(page)
-    return 0
+    return write_or_check(PAGE, render(), args, "python -m wirelab.contract.knobdoc")
 
 
 if __name__ == "__main__":
