@@ -6,10 +6,12 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Collection, Iterable
-from dataclasses import dataclass
 from pathlib import Path
 
 from wirelab.contract.table import Entry, of, part_of_prefix
+
+# The runner's knobs typed, generated from the table's part "runner" (make knobs).
+from wirelab_bench.runnerfields import Knobs as Knobs
 
 # Source checkout root, for defaults that point at the repository's own files.
 REPO = Path(__file__).resolve().parents[2]
@@ -32,44 +34,6 @@ def env_name(name: str) -> str:
 
 def flag(name: str) -> str:
     return "--" + name.replace("_", "-")
-
-
-@dataclass(frozen=True)
-class Knobs:
-    """The runner's knobs resolved; tests/config/test_knobs.py holds these fields to the table's
-    part "runner", name for name and type for type."""
-
-    rest_url: str
-    grpc_target: str
-    amqp_target: str
-    prometheus_url: str
-    rest_metrics_url: str
-    grpc_metrics_url: str
-    amqp_metrics_url: str
-    node_rest_url: str
-    node_grpc_target: str
-    node_rest_metrics_url: str
-    node_grpc_metrics_url: str
-    client_metrics_port: int
-    results_dir: str
-    scenarios_dir: str
-    locustfile: str
-    locust_args: str
-    loadgen: str
-    loadgen_proto: str
-    health_timeout_s: float
-    export_delay_s: float
-    export_step_s: float
-    compose_project: str
-    progress: str
-    network: str
-    network_profiles: str
-    toxiproxy_url: str
-    net_rest_url: str
-    net_grpc_target: str
-    net_node_rest_url: str
-    net_node_grpc_target: str
-    net_amqp_target: str
 
 
 def _add(parser: argparse.ArgumentParser, entry: Entry) -> None:

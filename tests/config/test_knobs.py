@@ -4,7 +4,6 @@ must be read by something, and docs/knobs.md must be what the table says."""
 
 from __future__ import annotations
 
-import dataclasses
 import re
 import subprocess
 from pathlib import Path
@@ -13,8 +12,7 @@ import pytest
 from wirelab.contract import fieldgen, knobdoc
 from wirelab.contract.knobs import KNOBS as SERVICE_KNOBS
 from wirelab.contract.knobs import Knob
-from wirelab.contract.table import BY_ENV, ENTRIES, PARTS, Entry, of
-from wirelab_bench.knobs import Knobs
+from wirelab.contract.table import BY_ENV, ENTRIES, PARTS, Entry
 
 REPO = Path(__file__).resolve().parents[2]
 NAME = re.compile(r"WIRELAB_[A-Z0-9_]*[A-Z0-9]")
@@ -124,7 +122,8 @@ def test_the_reference_page_is_current() -> None:
 
 
 def test_the_services_fields_are_current() -> None:
-    """Settings and Limits are generated from the table (wirelab/knobfields.py)."""
+    """Settings and Limits (wirelab/knobfields.py) and the runner's Knobs
+    (wirelab_bench/runnerfields.py) are generated from the table."""
     assert fieldgen.main(["--check"]) == 0, "python -m wirelab.contract.fieldgen"
 
 
@@ -151,10 +150,3 @@ def test_every_service_knob_is_read_by_each_runtime_it_names(knob: Knob) -> None
         mapped = re.search(rf"(\w+): k\.{knob.name}\b", NODE_SETTINGS)
         assert mapped, f"node/src/settings.js does not map {knob.name}"
         assert re.search(rf"\b{mapped.group(1)}\b", NODE_CODE), f"Node.js never reads {knob.name}"
-
-
-def test_the_runners_knobs_are_the_tables_part() -> None:
-    """wirelab_bench.knobs.Knobs types the runner's part for the code that reads it."""
-    fields = {f.name: f.type for f in dataclasses.fields(Knobs)}
-    table = {e.name: e.python_type.__name__ for e in of("runner")}
-    assert fields == table

@@ -1,7 +1,9 @@
-"""The Python services' settings as typed dataclass fields, generated from the knob table
-(contract/knobs.json) into wirelab/knobfields.py: `python -m wirelab.contract.fieldgen` writes it,
-`--check` exits 1 when it is stale (tests/config/test_knobs.py runs it). Settings and the core's
-Limits are these classes, so no knob's name, type or default is typed twice by hand."""
+"""Typed dataclass fields generated from the knob table: the Python services' settings
+(contract/knobs.json) into wirelab/knobfields.py, the runner's knobs (contract/knobs-lab.json's
+part "runner") into wirelab_bench/runnerfields.py. `python -m wirelab.contract.fieldgen` writes
+both, `--check` exits 1 when one is stale (tests/config/test_knobs.py runs it). Settings, the
+core's Limits and the runner's Knobs are these classes, so no knob's name, type or default is
+typed twice by hand."""
 
 from __future__ import annotations
 
@@ -11,8 +13,12 @@ from pathlib import Path
 
 from wirelab.contract.folder import write_or_check
 from wirelab.contract.knobs import KNOBS, Knob
+from wirelab.contract.table import of
 
 MODULE = Path(__file__).resolve().parents[1] / "knobfields.py"
+# The runner lives beside the services in the checkout (bench/), the one place this runs from.
+RUNNER_MODULE = Path(__file__).resolve().parents[3] / "bench" / "wirelab_bench" / "runnerfields.py"
+COMMAND = "python -m wirelab.contract.fieldgen"
 HEAD = '''"""The Python services' knobs as typed fields: generated from contract/knobs.json by
 `python -m wirelab.contract.fieldgen`; do not edit."""
 
@@ -71,9 +77,35 @@ def render() -> str:
     )
 
 
+def render_runner() -> str:
+    """The runner's Knobs: a field per knob of the part, in the table's order, without defaults
+    (they hold the checkout's and the user's paths, resolved when the command line is read)."""
+    return "\n".join(
+        [
+            '"""The runner\'s knobs as typed fields: generated from contract/knobs-lab.json (part',
+            '"runner") by `python -m wirelab.contract.fieldgen`; do not edit."""',
+            "",
+            "from __future__ import annotations",
+            "",
+            "from dataclasses import dataclass",
+            "",
+            "",
+            "@dataclass(frozen=True)",
+            "class Knobs:",
+            '    """The runner\'s knobs resolved (wirelab_bench.knobs.from_namespace)."""',
+            "",
+            *(f"    {e.name}: {e.python_type.__name__}" for e in of("runner")),
+            "",
+        ]
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    return write_or_check(MODULE, render(), args, "python -m wirelab.contract.fieldgen")
+    return max(
+        write_or_check(MODULE, render(), args, COMMAND),
+        write_or_check(RUNNER_MODULE, render_runner(), args, COMMAND),
+    )
 
 
 if __name__ == "__main__":
