@@ -1,41 +1,67 @@
-"""What tracing costs a REST order in process: CPU per order, traces off, ours, the library's.
+"""What tracing costs a call in process: CPU per small order, REST and gRPC, off and on.
 
-The REST app of `python -m wirelab.rest` (metrics on) is called directly, as uvicorn calls it,
+REST: the app of `python -m wirelab.rest` (metrics on) is called directly, as uvicorn calls it,
 with the small order, so what is timed is the app's own CPU per order: no socket, no HTTP
-parser, no load tool, and a loaded machine moves it little (the process's CPU time, the best
-of several batches). Variants: traces off; traces on at each ratio with the lab's middleware
-(wirelab.traces.asgi), and with OpenTelemetry's FastAPI/ASGI instrumentation in its place, the
-cheaper thing measured first (docs/traces.md). Spans go to an in-memory exporter: what is timed
-is making them, not shipping them (`wirelab perf overhead --traces` measures the whole service).
+parser, no load tool. gRPC: the aio server of `python -m wirelab.rpc` (metrics on) runs in this
+process on loopback, pinned to the services' core, and ghz on the other core sends it small
+ProcessOrder calls, as `wirelab perf overhead` does; what is timed is this process's CPU per
+call (grpc's own threads included; ghz is another process), so grpc calls the handlers exactly
+as in the service. Either way a loaded machine moves the figure little (CPU time, the best of
+several batches, the variants alternating batch by batch). Variants: traces off; traces on at
+each ratio with the lab's hooks (wirelab.traces.asgi, .grpcio), and for REST with
+OpenTelemetry's FastAPI/ASGI instrumentation in their place, the cheaper thing measured first
+(docs/traces.md). Spans go to an exporter that keeps nothing: what is timed is making them, not
+shipping them (`wirelab perf overhead --traces` measures the whole service).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from wirelab import settings as knobs
 from wirelab.rest.app import create_app
+from wirelab.rpc.kinds import METHOD_KINDS
+from wirelab.rpc.server import build_aio
 from wirelab.serving import instruments
-from wirelab.traces import Tracing, start
+from wirelab.traces import Tracing, grpc_kind, start
 
-from wirelab_bench.knobs import parser
+from wirelab_bench.knobs import REPO, listed, parser
 from wirelab_bench.perf import ORDER
+from wirelab_bench.perf.overhead import find_ghz
+from wirelab_bench.perf.svcprocs import CLIENT_CPU, SERVER_CPU, pin, pinned
 
 BODY = json.dumps(ORDER).encode()
+PROTOCOLS = ("rest", "grpc")
+
+
+class Discard(SpanExporter):
+    """Takes every batch and keeps nothing: the SDK's batching and its thread are timed, not
+    an exporter's encoding or a store that grows with every kept span."""
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        return SpanExportResult.SUCCESS
+
+
+def config_for(variant: str, ratio: str) -> knobs.Settings:
+    env = {} if variant == "off" else {"WIRELAB_TRACES": "on", "WIRELAB_TRACE_SAMPLE_RATIO": ratio}
+    return knobs.load([], environ=env)
+
+
+# REST ---------------------------------------------------------------------------------------
 
 
 def app_for(variant: str, ratio: str) -> Any:
     """The REST app with traces off, ours or the library's (``variant``) at ``ratio``."""
-    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-
-    env = {} if variant == "off" else {"WIRELAB_TRACES": "on", "WIRELAB_TRACE_SAMPLE_RATIO": ratio}
-    config = knobs.load([], environ=env)
-    tracing = start(config, "rest", exporter=InMemorySpanExporter())
+    config = config_for(variant, ratio)
+    tracing = start(config, "rest", exporter=Discard())
     if variant != "library":
         return create_app(config, instruments(config, "rest", "async"), tracing)
     from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
@@ -90,21 +116,97 @@ async def cpu_per_order(app: Any, orders: int, batches: int) -> float:
     return best
 
 
+# gRPC ---------------------------------------------------------------------------------------
+
+
+async def ghz(ghz_path: str, port: int, calls: int) -> None:
+    """``calls`` small orders sent by ghz on the load's core, 32 in flight over 4 connections
+    (the overhead benchmark's load); fails unless every one was answered OK."""
+    command = pinned([
+        ghz_path, "--insecure", "--proto", str(REPO / "proto/wirelab/v1/wirelab.proto"),
+        "--import-paths", str(REPO / "proto"), "--call", "wirelab.v1.WireLab.ProcessOrder",
+        "-d", json.dumps(ORDER), "-c", "32", "--connections", "4", "-n", str(calls),
+        "--format", "json", f"127.0.0.1:{port}",
+    ], CLIENT_CPU)  # fmt: skip
+    process = await asyncio.create_subprocess_exec(
+        *command, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    )
+    out, err = await process.communicate()
+    if process.returncode != 0:
+        raise RuntimeError(f"ghz failed: {err.decode()[-2000:]}")
+    codes = json.loads(out).get("statusCodeDistribution", {})
+    if codes.get("OK", 0) != calls:
+        raise RuntimeError(f"ghz saw calls that were not answered OK: {codes}")
+
+
+async def grpc_costs(
+    variants: dict[str, tuple[str, str]], calls: int, batches: int
+) -> dict[str, float]:
+    """Microseconds of this process's CPU per ProcessOrder call of each variant's aio server
+    (name -> (variant, ratio)), the best of ``batches`` batches of ``calls``, the variants
+    taking turns batch by batch; every server runs at once, the idle ones waiting."""
+    ghz_path = find_ghz("")
+    ports: dict[str, int] = {}
+    servers: list[Any] = []
+    tracings: list[Tracing] = []
+    try:
+        for name, (variant, ratio) in variants.items():
+            config = config_for(variant, ratio)
+            tracing = start(config, "grpc", grpc_kind(METHOD_KINDS), exporter=Discard())
+            if tracing is not None:
+                tracings.append(tracing)
+            metrics = instruments(config, "grpc", "aio")
+            server, _, ports[name] = await build_aio(config, metrics, 0, None, tracing)
+            servers.append(server)
+            await server.start()
+        for port in ports.values():  # warm-up
+            await ghz(ghz_path, port, calls // 4)
+        best = dict.fromkeys(ports, float("inf"))
+        names = list(ports)
+        for batch in range(batches):
+            for name in names[batch % len(names) :] + names[: batch % len(names)]:
+                started = time.process_time()
+                await ghz(ghz_path, ports[name], calls)
+                best[name] = min(best[name], (time.process_time() - started) / calls * 1e6)
+        return best
+    finally:
+        for server in servers:
+            await server.stop(0)
+        for tracing in tracings:
+            tracing.shutdown()
+
+
 def main(argv: list[str] | None = None) -> int:
     cli = parser("wirelab perf trace-cost", __doc__, "WIRELAB_TRACE_COST")
     args = cli.parse_args(argv)
     ratios = [r for r in args.ratios.split(",") if r]
-    run: Callable[[Any], float] = lambda app: asyncio.run(  # noqa: E731
-        cpu_per_order(app, args.orders, args.batches)
-    )
-    off = run(app_for("off", "0"))
-    print(f"REST order through the app in process, CPU per order (best of {args.batches} x "
-          f"{args.orders}):\n  traces off: {off:6.1f} us")  # fmt: skip
-    for ratio in ratios:
-        for variant, name in (("ours", "wirelab.traces.asgi"), ("library", "OpenTelemetry ASGI")):
-            cost = run(app_for(variant, ratio))
-            print(f"  ratio {ratio:>4}, {name:21}: {cost:6.1f} us (+{cost - off:5.1f}), "
-                  f"off/on {off / cost:.3f}", flush=True)  # fmt: skip
+    protocols = listed(cli, args.protocols, PROTOCOLS, "protocols")
+    pin(SERVER_CPU)  # ghz, for gRPC, on the other core
+    print(f"load average {os.getloadavg()[0]:.2f}; CPU per call, best of {args.batches} x "
+          f"{args.orders}")  # fmt: skip
+    if "rest" in protocols:
+        run: Callable[[Any], float] = lambda app: asyncio.run(  # noqa: E731
+            cpu_per_order(app, args.orders, args.batches)
+        )
+        off = run(app_for("off", "0"))
+        print(f"REST order through the app:\n  traces off: {off:6.1f} us", flush=True)
+        for ratio in ratios:
+            for variant, name in (
+                ("ours", "wirelab.traces.asgi"),
+                ("library", "OpenTelemetry ASGI"),
+            ):
+                cost = run(app_for(variant, ratio))
+                print(f"  ratio {ratio:>4}, {name:21}: {cost:6.1f} us (+{cost - off:5.1f}), "
+                      f"off/on {off / cost:.3f}", flush=True)  # fmt: skip
+    if "grpc" in protocols:
+        variants = {"off": ("off", "0")} | {r: ("ours", r) for r in ratios}
+        costs = asyncio.run(grpc_costs(variants, args.orders, args.batches))
+        off = costs.pop("off")
+        print(f"gRPC ProcessOrder through the aio server (ghz):\n  traces off: {off:6.1f} us")
+        for ratio, cost in costs.items():
+            print(f"  ratio {ratio:>4}, {'wirelab.traces.grpcio':21}: {cost:6.1f} us "
+                  f"(+{cost - off:5.1f}), off/on {off / cost:.3f}", flush=True)  # fmt: skip
+    print(f"load average {os.getloadavg()[0]:.2f}")
     return 0
 
 
