@@ -48,6 +48,7 @@ def main(argv: list[str]) -> int:
     if len(argv) != 3:
         print(__doc__, file=sys.stderr)
         return 2
+    # Go's own variable, read as the go command reads it; not a knob of the lab.
     proxy = (os.environ.get("GOPROXY") or "https://proxy.golang.org").split(",")[0]
     if proxy in ("direct", "off"):
         print(f"toolchain: GOPROXY={proxy!r} names no proxy to fetch from", file=sys.stderr)

@@ -36,6 +36,7 @@ from IPython.display import Markdown, display  # type: ignore[attr-defined]
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from wirelab.contract import EDGE_PROTOCOLS, STREAM_KINDS
+from wirelab.contract.table import value
 from wirelab_bench import independence, repeatability
 from wirelab_bench.claims import (
     confirmed_orders,
@@ -54,7 +55,7 @@ from wirelab_bench.scenario import PIPELINE_CHECK
 
 # %% tags=["parameters"]
 # The results folder to report on; empty = $WIRELAB_REPORT_RESULTS, else the newest folder
-# under $WIRELAB_RESULTS_ROOT (default: ./results, then ../results).
+# under $WIRELAB_RESULTS_ROOT (default: ./results), then ../results.
 results_dir = ""
 # Where PNGs go; empty = $WIRELAB_REPORT_OUTPUT, else the results folder (or, if that is
 # read-only as in the Jupyter container, <temp dir>/wirelab-report/<run>).
@@ -76,10 +77,10 @@ def _latest(root: Path) -> Path:
 
 
 def _find_run() -> Path:
-    chosen = results_dir or os.environ.get("WIRELAB_REPORT_RESULTS", "")
+    chosen = results_dir or value("WIRELAB_REPORT_RESULTS")
     if chosen:
         return Path(chosen)
-    roots = [os.environ.get("WIRELAB_RESULTS_ROOT", ""), "results", "../results"]
+    roots = [value("WIRELAB_RESULTS_ROOT"), "../results"]
     for root in filter(None, roots):
         if Path(root).is_dir():
             return _latest(Path(root))
@@ -96,7 +97,7 @@ if not hist.empty:
 
 
 def _output() -> Path:
-    chosen = output_dir or os.environ.get("WIRELAB_REPORT_OUTPUT", "")
+    chosen = output_dir or value("WIRELAB_REPORT_OUTPUT")
     if chosen:
         out = Path(chosen)
     elif os.access(RUN, os.W_OK):

@@ -3,9 +3,9 @@ under netem (topologies/netem/cluster.yaml, docs/network.md).
 
 That arm's A dials every replica itself, so one proxy in front of the service name cannot carry
 its hop: it needs one per replica, and the replicas' addresses are known only once they run. This
-one-shot job (standard library only: it runs in the lab's gRPC image) resolves each service name
-to its replicas' addresses and asks Toxiproxy for a proxy per address, `<service>-<n>` listening
-on consecutive ports from the first one given, so A can dial them as
+one-shot job (the standard library and the knob table's reader: it runs in the lab's gRPC image)
+resolves each service name to its replicas' addresses and asks Toxiproxy for a proxy per address,
+`<service>-<n>` listening on consecutive ports from the first one given, so A can dial them as
 `grpc://toxiproxy:50201+toxiproxy:50202+...#grpc-b`. A network profile then goes on these
 proxies as on every other, and each replica's hop pays it as the nginx arm's hop to lb does.
 
@@ -13,7 +13,7 @@ proxies as on every other, and each replica's hop pays it as the nginx arm's hop
 
 --optional: a service that does not resolve (its profile is off, as grpc-node-b without
 PROFILES=node) is skipped; otherwise that is an error. Environment: TOXIPROXY_URL
-(http://toxiproxy:8474), WIRELAB_REPLICAS (3), the number of addresses each name must have.
+(http://toxiproxy:8474), WIRELAB_REPLICAS, the number of addresses each name must have.
 """
 
 from __future__ import annotations
@@ -26,6 +26,8 @@ import sys
 import time
 import urllib.request
 from typing import Any
+
+from wirelab.contract.table import value
 
 # Proxies of one service take consecutive ports; the next service's block starts 10 further up.
 MOST = 10
@@ -82,8 +84,9 @@ def main(argv: list[str]) -> int:
     if not specs:
         print(__doc__, file=sys.stderr)
         return 2
+    # Toxiproxy's own client variable (toxiproxy-cli reads it too), not a knob of the lab.
     url = os.environ.get("TOXIPROXY_URL", "http://toxiproxy:8474")
-    want = int(os.environ.get("WIRELAB_REPLICAS") or 3)
+    want = int(value("WIRELAB_REPLICAS"))
     wanted: list[dict[str, Any]] = []
     for spec in specs:
         service, port, first = spec.rsplit(":", 2)

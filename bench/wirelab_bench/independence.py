@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
@@ -12,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from wirelab.contract import KINDS_BY_PROTOCOL
+from wirelab.contract.table import value
 
 from wirelab_bench.perf.overhead import decides, median_interval
 
@@ -246,7 +246,7 @@ def find(run_dir: Path, given: str = "") -> Path | None:
     """The cross-check file a report reads: the one given (the notebook's parameter, else
     WIRELAB_REPORT_CROSSCHECK, which `wirelab report --crosscheck` sets), else the results
     folder's own, if it has one."""
-    chosen = given or os.environ.get("WIRELAB_REPORT_CROSSCHECK", "")
+    chosen = given or value("WIRELAB_REPORT_CROSSCHECK")
     if chosen:
         return Path(chosen)
     return run_dir / FILE if (run_dir / FILE).is_file() else None

@@ -1,13 +1,23 @@
 'use strict';
 // What the benchmark's bare servers share (echo-*.js, floor-*.js, `wirelab perf node`): the
-// port and host from WIRELAB_REST_PORT / WIRELAB_GRPC_PORT and WIRELAB_HOST, the readiness
-// answer the benchmark asks for (GET /healthz; the gRPC health service), and an exit on SIGTERM
-// or SIGINT. Only the order call differs between them.
+// port and host from WIRELAB_REST_PORT / WIRELAB_GRPC_PORT and WIRELAB_HOST, read as the Node
+// services read them (src/settings.js, the knob table's defaults), the readiness answer the
+// benchmark asks for (GET /healthz; the gRPC health service), and an exit on SIGTERM or SIGINT.
+// Only the order call differs between them.
 const http = require('node:http');
 const grpc = require('@grpc/grpc-js');
 const { HealthImplementation } = require('grpc-health-check');
+const { load } = require('../src/settings');
 
-const host = process.env.WIRELAB_HOST || '127.0.0.1';
+/** The knobs, or one line naming the bad one and exit 2, as the services do (src/serving.js). */
+function knobs(name) {
+  try {
+    return load();
+  } catch (exc) {
+    console.error(`${name}: ${exc.message}`);
+    return process.exit(2);
+  }
+}
 
 function onSignals(stop) {
   for (const signal of ['SIGTERM', 'SIGINT']) process.on(signal, stop);
@@ -16,7 +26,7 @@ function onSignals(stop) {
 /** node:http: POST /v1/orders is answered 200 with the JSON ``answer(body)`` returns (a Buffer),
  * or 422 with its message when it throws; GET /healthz ok; anything else 404. */
 function serveRest(name, answer) {
-  const port = Number(process.env.WIRELAB_REST_PORT || 8000);
+  const { host, restPort: port } = knobs(name);
   const server = http.createServer((req, res) => {
     if (req.method === 'GET' && req.url === '/healthz') {
       res.writeHead(200, { 'content-type': 'application/json' }).end('{"status":"ok"}');
@@ -50,7 +60,7 @@ function serveRest(name, answer) {
 /** @grpc/grpc-js: ProcessOrder as ``definition`` (its method definition) served by ``handler``,
  * and the health service. */
 function serveGrpc(name, definition, handler) {
-  const port = Number(process.env.WIRELAB_GRPC_PORT || 50051);
+  const { host, grpcPort: port } = knobs(name);
   const server = new grpc.Server();
   server.addService({ ProcessOrder: definition }, { ProcessOrder: handler });
   new HealthImplementation({ '': 'SERVING' }).addToServer(server);

@@ -43,6 +43,7 @@ function hwm(pid) {
 
 async function service(protocol) {
   const [port, metricsPort] = [await freePort(), await freePort()];
+  // The service inherits this environment and reads its knobs itself (src/settings.js).
   const env = {
     ...process.env,
     WIRELAB_HOST: '127.0.0.1',

@@ -2,6 +2,7 @@
 // Where the lab's shared files are: this runtime reads them as they are, never a copy.
 const path = require('node:path');
 
+// Read here, not through settings.js: this is what finds the knob table (contract/knobs.json).
 const ROOT = process.env.WIRELAB_ROOT || path.resolve(__dirname, '..', '..');
 
 module.exports = {

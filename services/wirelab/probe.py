@@ -25,6 +25,8 @@ KNOBS = FOLDER / "knobs.json"
 
 def knob(name: str, environ: Mapping[str, str] = os.environ) -> str:
     """A knob as the services resolve it without arguments: WIRELAB_<NAME>, else its default."""
+    # The table's file read here, not through its reader wirelab.contract.table: importing that
+    # cost each check 6.7 ms more CPU (62.7 -> 69.4 ms median of 40 runs, 28 Nov, load 4).
     value = environ.get(f"WIRELAB_{name.upper()}")
     if value is not None:
         return value

@@ -91,6 +91,7 @@ def wrk(url: str, kind: str, shape: Shape, conns: int, seconds: int, rate: float
     with tempfile.TemporaryDirectory() as tmp:
         file = Path(tmp) / "body"
         file.write_bytes(body)
+        # wrk inherits this environment plus its script's variables (declared in the knob table).
         env = {
             **os.environ,
             "WIRELAB_WRK_METHOD": method,

@@ -80,6 +80,7 @@ def wrk(
 ) -> Load:
     """``connections`` keep-alive connections POSTing the order to ``url``/v1/orders, each
     pausing ``pause_ms`` after every answer."""
+    # wrk inherits this environment plus its script's variables (declared in the knob table).
     env = {
         **os.environ,
         "WIRELAB_WRK_BODY": json.dumps(ORDER),

@@ -74,6 +74,7 @@ def run_locust(
                 cwd=tmp,
                 stdout=out,
                 stderr=out,
+                # Locust inherits this environment, plus the knobs the arm sets.
                 env={**os.environ, **(env or {})},
             )
             # wait4 gives the child's own CPU time (rusage), which Popen.wait does not.

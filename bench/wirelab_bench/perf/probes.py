@@ -48,6 +48,8 @@ def _seconds(text: str) -> float:
     """A compose duration of whole seconds or minutes ("10s", "1m"), or a variable with its
     default (``${WIRELAB_HEALTHCHECK_INTERVAL:-10s}``) as compose would read it here."""
     if variable := re.fullmatch(r"\$\{(\w+):-([^}]*)\}", text):
+        # As compose resolves it: the variable, else the default compose.yaml writes (which
+        # tests/config/test_knobs.py holds to the knob table's).
         text = os.environ.get(variable[1]) or variable[2]
     units = {"s": 1.0, "m": 60.0}
     return float(text[:-1]) * units[text[-1]]
@@ -79,6 +81,7 @@ def _started(name: str, node: str) -> AbstractContextManager[Service]:
 def environment(svc: Service, protocol: str) -> dict[str, str]:
     """The variables the container gives its check, pointed at ``svc``."""
     port = svc.address.rsplit(":", 1)[1]
+    # The check inherits this environment, as the container's gives it the service's knobs.
     return {**os.environ, "WIRELAB_HOST": "127.0.0.1", f"WIRELAB_{protocol.upper()}_PORT": port}
 
 
