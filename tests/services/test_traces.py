@@ -146,9 +146,9 @@ def rest_hop(config: Settings, traced: Traced) -> Iterator[str]:
         yield url
 
 
-def _rest_order(url: str) -> None:
+def _rest_order(url: str, headers: dict[str, str] | None = None) -> None:
     order = {"order_id": "o-1", "items": [{"sku": "a", "quantity": 1, "unit_price_cents": 1}]}
-    answered = httpx.post(f"{url}/v1/orders", json={"order": order}, timeout=10)
+    answered = httpx.post(f"{url}/v1/orders", json={"order": order}, headers=headers, timeout=10)
     assert answered.status_code == 200, answered.text
 
 
@@ -180,6 +180,26 @@ def test_an_unsampled_rest_edge_keeps_its_downstream_unsampled() -> None:
     assert a.spans() == [] and b.spans() == []
 
 
+# A caller's "not sampled" traceparent, the trace id of PARENT.
+UNSAMPLED = PARENT[:-2] + "00"
+
+
+def test_a_rest_relay_sends_its_callers_unsampled_flag_on() -> None:
+    """A relay that keeps every trace it begins follows a caller that sampled none, and so does
+    its downstream: no span anywhere (without the relay's context made current, its client
+    would send no traceparent and the downstream would begin a trace of its own)."""
+    b = Traced(settings(**ALWAYS), "rest", "rest-b")
+    with rest_hop(settings(**ALWAYS), b) as b_url:
+        relay = settings(**ALWAYS, downstream=(b_url,))
+        a = Traced(relay, "rest", "rest")
+        with rest_hop(relay, a) as a_url:
+            _rest_order(a_url, {"traceparent": UNSAMPLED})
+            _rest_order(a_url)  # and a call without one is kept, through both hops
+    assert len(a.spans()) == 2 and len(b.spans()) == 1
+    (kept,) = _trace(a.spans() + b.spans())
+    assert kept != int(PARENT.split("-")[1], 16)
+
+
 # gRPC -------------------------------------------------------------------------------------
 
 
@@ -199,11 +219,11 @@ async def grpc_hop(config: Settings, traced: Traced) -> AsyncIterator[str]:
             await relay.close()
 
 
-async def _order(url: str) -> pb.OrderReply:
+async def _order(url: str, metadata: tuple[tuple[str, str], ...] = ()) -> pb.OrderReply:
     async with grpc.aio.insecure_channel(url.removeprefix("grpc://")) as channel:
         stub: Any = pb_grpc.WireLabStub(channel)
         request = pb.OrderRequest(order=ORDER.order, count_words=True)
-        reply: pb.OrderReply = await stub.ProcessOrder(request, timeout=10)
+        reply: pb.OrderReply = await stub.ProcessOrder(request, timeout=10, metadata=metadata)
         return reply
 
 
@@ -275,6 +295,30 @@ async def test_the_edges_sampling_decision_holds_downstream() -> None:
             await _order(a_url)
             await _order(a_url)
     assert a.spans() == [] and b.spans() == []
+
+
+async def test_a_grpc_relay_sends_its_callers_unsampled_flag_on() -> None:
+    b = Traced(settings(**ALWAYS), "grpc", "grpc-b")
+    async with grpc_hop(settings(**ALWAYS), b) as b_url:
+        relay = settings(**ALWAYS, downstream=(b_url,))
+        a = Traced(relay, "grpc", "grpc")
+        async with grpc_hop(relay, a) as a_url:
+            await _order(a_url, (("traceparent", UNSAMPLED),))
+            assert a.spans() == [] and b.spans() == []
+            await _order(a_url)  # without one, kept through both hops
+    assert len(a.spans()) == 2 and len(b.spans()) == 1
+
+
+async def test_a_grpc_service_without_downstreams_follows_its_callers_flag() -> None:
+    """A service that calls nothing makes no context current for an unsampled call: it still
+    keeps none of a caller's unsampled trace, and keeps a sampled one."""
+    b = Traced(settings(**ALWAYS), "grpc", "grpc-b")
+    async with grpc_hop(settings(**ALWAYS), b) as url:
+        await _order(url, (("traceparent", UNSAMPLED),))
+        assert b.spans() == []
+        await _order(url, (("traceparent", PARENT),))
+    span = b.one(SpanKind.SERVER)
+    assert span.context is not None and f"{span.context.trace_id:032x}" == PARENT.split("-")[1]
 
 
 # AMQP -------------------------------------------------------------------------------------
@@ -388,3 +432,76 @@ def test_a_callers_decision_is_followed_on_its_trace(sampled: bool) -> None:
     assert span.is_recording() == sampled
     assert f"{span.get_span_context().trace_id:032x}" == PARENT.split("-")[1]
     span.end()
+
+
+def _server(ratio: float, relays: bool) -> traces.Tracing:
+    downstream = ("grpc://127.0.0.1:1",) if relays else ()
+    config = settings(traces=True, trace_sample_ratio=ratio, downstream=downstream)
+    made = traces.start(config, "grpc", exporter=InMemorySpanExporter())
+    assert made is not None
+    return made
+
+
+@pytest.mark.parametrize("relays", [False, True])
+def test_an_unsampled_call_has_a_context_only_where_a_downstream_reads_it(relays: bool) -> None:
+    """Ratio 0: a relay's call makes current a span that carries its new trace's context,
+    flagged not sampled, for its downstream calls; a service without downstreams makes
+    nothing at all, and its calls' code sees no span."""
+    from opentelemetry import context, trace
+
+    served = _server(0.0, relays).starter.serve("/wirelab.v1.WireLab/ProcessOrder", None)
+    if not relays:
+        assert served is None
+        assert not trace.get_current_span().get_span_context().is_valid
+        return
+    assert served is not None
+    span, token = served
+    try:
+        assert trace.get_current_span() is span and not span.is_recording()
+        assert span.get_span_context().is_valid and not span.get_span_context().trace_flags.sampled
+    finally:
+        context.detach(token)
+    assert not trace.get_current_span().get_span_context().is_valid
+
+
+def test_a_kept_call_without_downstreams_is_current_while_it_runs() -> None:
+    """A kept call's span is current (an exemplar reads its trace id), also in a service
+    without downstreams, and no longer once its token is detached."""
+    from opentelemetry import context, trace
+
+    served = _server(1.0, relays=False).starter.serve("/wirelab.v1.WireLab/ProcessOrder", None)
+    assert served is not None
+    span, token = served
+    assert trace.get_current_span() is span and span.is_recording()
+    context.detach(token)
+    span.end()
+    assert not trace.get_current_span().get_span_context().is_valid
+
+
+def test_a_service_without_downstreams_decides_as_the_sdks_sampler() -> None:
+    """Without downstreams an unsampled call draws only the bits its decision reads (no trace
+    id, no span); replaying the same draws, the SDK's TraceIdRatioBased decides each call
+    alike on the trace id they make, and a kept call's span is the SDK's on that id."""
+    import random
+
+    from opentelemetry import context
+    from opentelemetry.sdk.trace.sampling import Decision, TraceIdRatioBased
+
+    starter = _server(0.25, relays=False).starter
+    sdk = TraceIdRatioBased(0.25)
+    kept = 0
+    for seed in range(2000):
+        random.seed(seed)
+        served = starter.serve("/wirelab.v1.WireLab/ProcessOrder", None)
+        random.seed(seed)
+        low = random.getrandbits(64)
+        trace_id = random.getrandbits(64) << 64 | low
+        decided = sdk.should_sample(None, trace_id, "x").decision == Decision.RECORD_AND_SAMPLE
+        assert (served is not None) == decided
+        if served is not None:
+            span, token = served
+            assert span.is_recording() and span.get_span_context().trace_id == trace_id
+            context.detach(token)
+            span.end()
+            kept += 1
+    assert 300 < kept < 700  # a quarter of 2,000, give or take

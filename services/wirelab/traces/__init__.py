@@ -120,7 +120,9 @@ def start(
 
         exporter = OTLPSpanExporter(endpoint=settings.traces_endpoint, insecure=True)
     provider.add_span_processor(BatchSpanProcessor(exporter))
-    starter = Starter(provider.get_tracer("wirelab"), ids, settings.trace_sample_ratio)
+    # A service with downstreams makes even an unsampled call's context current, for them.
+    relays = bool(settings.downstream)
+    starter = Starter(provider.get_tracer("wirelab"), ids, settings.trace_sample_ratio, relays)
     return Tracing(provider, protocol, service, starter)
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from opentelemetry import context, propagate, trace
+from opentelemetry import context
 from opentelemetry.trace import StatusCode
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -38,15 +38,19 @@ class TracingMiddleware:
         if scope["type"] != "http" or scope["path"] in UNTRACED:
             await self.app(scope, receive, send)
             return
-        carrier = {}
+        carrier = None
         for name, value in scope["headers"]:
-            if name in (b"traceparent", b"tracestate"):
+            if name == b"traceparent" or name == b"tracestate":
+                if carrier is None:
+                    carrier = {}
                 carrier[name.decode()] = value.decode("latin-1")
-        parent = propagate.extract(carrier) if carrier else None
         method = scope.get("method", "GET")
         path = scope["path"]
-        span = self.starter.start(f"{method} {path}", parent)
-        token = context.attach(trace.set_span_in_context(span, parent))
+        served = self.starter.serve(f"{method} {path}", carrier)
+        if served is None:  # unsampled, and no downstream to tell: nothing to make current
+            await self.app(scope, receive, send)
+            return
+        span, token = served
         try:
             if not span.is_recording():  # unsampled: the context only, for the downstreams
                 await self.app(scope, receive, send)

@@ -16,11 +16,13 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from contextlib import suppress
+from contextvars import Token
 from typing import Any
 
 import grpc
 import grpc.aio
-from opentelemetry import context, propagate, trace
+from opentelemetry import context
+from opentelemetry.context import Context
 from opentelemetry.trace import Span, StatusCode
 
 from wirelab.traces.spans import Starter
@@ -29,10 +31,13 @@ from wirelab.traces.spans import Starter
 UNTRACED = ("/grpc.health.v1.", "/grpc.reflection.")
 
 
-def _carrier(metadata: Any) -> dict[str, str]:
-    found = {}
+def _carrier(metadata: Any) -> dict[str, str] | None:
+    """The call's ``traceparent`` and ``tracestate``, None when it brought neither."""
+    found = None
     for key, value in metadata or ():
-        if key in ("traceparent", "tracestate"):
+        if key == "traceparent" or key == "tracestate":
+            if found is None:
+                found = {}
             found[key] = value if isinstance(value, str) else value.decode("latin-1")
     return found
 
@@ -42,13 +47,12 @@ class _Call:
 
     __slots__ = ("span", "token")
 
-    def __init__(self, starter: Starter, method: str, kind: str, metadata: Any) -> None:
-        carrier = _carrier(metadata)
-        parent = propagate.extract(carrier) if carrier else None
-        self.span: Span = starter.start(method, parent)
-        if self.span.is_recording():
+    def __init__(self, span: Span, token: Token[Context], method: str, kind: str) -> None:
+        self.span = span
+        self.token = token
+        if span.is_recording():
             service, _, name = method[1:].rpartition("/")
-            self.span.set_attributes(
+            span.set_attributes(
                 {
                     "rpc.system": "grpc",
                     "rpc.service": service,
@@ -56,7 +60,12 @@ class _Call:
                     "wirelab.kind": kind,
                 }
             )
-        self.token = context.attach(trace.set_span_in_context(self.span, parent))
+
+    @classmethod
+    def begin(cls, starter: Starter, method: str, kind: str, servicer_context: Any) -> _Call | None:
+        """The call's span begun, or None when the call has none (spans.Starter.serve)."""
+        served = starter.serve(method, _carrier(servicer_context.invocation_metadata()))
+        return None if served is None else cls(*served, method, kind)
 
     def end(self, servicer_context: Any, error: BaseException | None) -> None:
         context.detach(self.token)
@@ -123,8 +132,7 @@ def _aio(behavior: Any, streaming: bool, starter: Starter, method: str, kind: st
     if streaming:
 
         async def stream(request: Any, servicer_context: Any) -> AsyncIterator[Any]:
-            metadata = servicer_context.invocation_metadata()
-            call, error = _Call(starter, method, kind, metadata), None
+            call, error = _Call.begin(starter, method, kind, servicer_context), None
             try:
                 replies = behavior(request, servicer_context)
                 if hasattr(replies, "__aiter__"):
@@ -136,12 +144,16 @@ def _aio(behavior: Any, streaming: bool, starter: Starter, method: str, kind: st
                 error = exc
                 raise
             finally:
-                call.end(servicer_context, error)
+                if call is not None:
+                    call.end(servicer_context, error)
 
         return stream
 
     async def unary(request: Any, servicer_context: Any) -> Any:
-        call, error = _Call(starter, method, kind, servicer_context.invocation_metadata()), None
+        call = _Call.begin(starter, method, kind, servicer_context)
+        if call is None:
+            return await behavior(request, servicer_context)
+        error = None
         try:
             return await behavior(request, servicer_context)
         except BaseException as exc:
@@ -157,20 +169,23 @@ def _sync(behavior: Any, streaming: bool, starter: Starter, method: str, kind: s
     if streaming:
 
         def stream(request: Any, servicer_context: Any) -> Iterator[Any]:
-            metadata = servicer_context.invocation_metadata()
-            call, error = _Call(starter, method, kind, metadata), None
+            call, error = _Call.begin(starter, method, kind, servicer_context), None
             try:
                 yield from behavior(request, servicer_context)
             except BaseException as exc:
                 error = exc
                 raise
             finally:
-                call.end(servicer_context, error)
+                if call is not None:
+                    call.end(servicer_context, error)
 
         return stream
 
     def unary(request: Any, servicer_context: Any) -> Any:
-        call, error = _Call(starter, method, kind, servicer_context.invocation_metadata()), None
+        call = _Call.begin(starter, method, kind, servicer_context)
+        if call is None:
+            return behavior(request, servicer_context)
+        error = None
         try:
             return behavior(request, servicer_context)
         except BaseException as exc:

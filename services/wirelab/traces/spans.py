@@ -15,9 +15,11 @@ under the ratio's bound. A kept span is the SDK's, on that same trace id.
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
+from contextvars import Token
 from random import getrandbits
 
-from opentelemetry import trace
+from opentelemetry import context, propagate, trace
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
 from opentelemetry.trace import NonRecordingSpan, Span, SpanContext, SpanKind, TraceFlags
@@ -43,15 +45,40 @@ class DrawnIds(RandomIdGenerator):
 
 class Starter:
     """Starts a call's server span: the SDK's when the trace is kept, else a non-recording one
-    that still carries the trace's context (flagged unsampled) to the call's downstreams."""
+    that still carries the trace's context (flagged unsampled) to the call's downstreams, or,
+    in a service that calls none (``relays`` False), nothing at all."""
 
-    def __init__(self, tracer: trace.Tracer, ids: DrawnIds, ratio: float) -> None:
+    def __init__(self, tracer: trace.Tracer, ids: DrawnIds, ratio: float, relays: bool) -> None:
         self.tracer = tracer
         self.ids = ids
+        self.relays = relays
         # As TraceIdRatioBased.get_bound_for_rate.
         self.bound = round(ratio * (_LOW_64 + 1))
 
+    def serve(
+        self, name: str, carrier: Mapping[str, str] | None
+    ) -> tuple[Span, Token[Context]] | None:
+        """Begin a server call whose ``traceparent`` and ``tracestate`` are ``carrier``: its span,
+        made current until the token returned with it is detached. None when the call is not
+        kept and the service calls no downstream: then nothing would read its context (an
+        exemplar is taken of a kept call only), so none is made current and no span is made.
+        A relay's unsampled call still makes one current, for its downstream calls to send on
+        the "not sampled" flag, so the trace stays whole or absent."""
+        parent = propagate.extract(carrier) if carrier else None
+        if parent is None and not self.relays:  # the common call: a new trace, rarely kept
+            low = getrandbits(64)
+            if low >= self.bound:
+                return None
+            span = self._kept(name, (getrandbits(64) << 64 | low) or 1)
+        else:
+            span = self.start(name, parent)
+            if not self.relays and not span.is_recording():
+                return None
+        return span, context.attach(trace.set_span_in_context(span, parent))
+
     def start(self, name: str, parent: Context | None) -> Span:
+        """The span of a call whose caller's context is ``parent`` (None: a new trace), made
+        whether it is kept or not."""
         if parent is not None:
             caller = trace.get_current_span(parent).get_span_context()
             if caller.is_valid:
@@ -64,5 +91,10 @@ class Starter:
             return NonRecordingSpan(
                 SpanContext(trace_id, getrandbits(64) or 1, False, _NOT_SAMPLED)
             )
-        self.ids.waiting.trace_id = trace_id  # the SDK's sampler then decides as here: kept
+        return self._kept(name, trace_id)
+
+    def _kept(self, name: str, trace_id: int) -> Span:
+        """The SDK's span of a new trace kept on ``trace_id``: its sampler, given that id, then
+        decides as here."""
+        self.ids.waiting.trace_id = trace_id
         return self.tracer.start_span(name, None, SpanKind.SERVER)

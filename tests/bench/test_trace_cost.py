@@ -1,0 +1,54 @@
+"""`wirelab perf trace-cost` briefly: each protocol's variants are timed through the service's
+own call path (REST's app, gRPC's aio server loaded by ghz), each figure printed beside off."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from wirelab_bench.perf import trace_cost
+
+from tests.bench.test_crosscheck_run import require
+
+
+@pytest.fixture(autouse=True)
+def _unpinned() -> Iterator[None]:
+    """The command pins its process to the services' core: the test process is given back its
+    CPUs afterwards."""
+    cpus = os.sched_getaffinity(0)
+    yield
+    os.sched_setaffinity(0, cpus)
+
+
+def _figures(out: str, title: str) -> tuple[float, dict[str, float]]:
+    """The off figure and each ratio's figure printed under ``title``."""
+    section = out.split(title, 1)[1]
+    off = float(re.search(r"traces off: +([\d.]+) us", section).group(1))  # type: ignore[union-attr]
+    on = {r: float(us) for r, us in re.findall(r"ratio +([\d.]+), [^:]+: +([\d.]+) us", section)}
+    return off, on
+
+
+def test_rest_is_timed_off_and_at_each_ratio(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["--protocols", "rest", "--orders", "20", "--batches", "1", "--ratios", "0,1"]
+    assert trace_cost.main(argv) == 0
+    off, on = _figures(capsys.readouterr().out, "REST order through the app")
+    assert off > 0 and set(on) == {"0", "1"} and all(us > 0 for us in on.values())
+
+
+@pytest.mark.integration
+def test_grpc_is_timed_through_the_aio_server(capsys: pytest.CaptureFixture[str]) -> None:
+    require(shutil.which("ghz") or str(Path.home() / "go" / "bin" / "ghz"))
+    argv = ["--protocols", "grpc", "--orders", "40", "--batches", "1", "--ratios", "1"]
+    assert trace_cost.main(argv) == 0
+    off, on = _figures(capsys.readouterr().out, "gRPC ProcessOrder through the aio server")
+    assert off > 0 and set(on) == {"1"} and on["1"] > 0
+
+
+def test_an_unknown_protocol_is_refused() -> None:
+    with pytest.raises(SystemExit) as refused:
+        trace_cost.main(["--protocols", "rest,soap"])
+    assert refused.value.code == 2
