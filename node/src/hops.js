@@ -162,33 +162,38 @@ function detailOf(body, status) {
 
 /** One REST service (``http://host:port``), reached through the process's keep-alive agent. */
 class RestDownstream {
-  constructor(target, agent, families) {
+  constructor(target, agent, families, tracing) {
     this.peer = contract.peerOf(target);
     this.url = new URL(contract.addressOf(target).replace(/\/+$/, '') + '/v1/orders');
     this.agent = agent;
     this.measured = new Outgoing(families, 'rest', this.peer);
+    this.tracing = tracing;
   }
 
-  /** POST the order; its reply (an OrderReply object) or a DownstreamError. */
-  order(request, seconds, signal) {
+  /** POST the order; its reply (an OrderReply object) or a DownstreamError. ``trace``: the
+   * order's trace context (traces.js), sent on as traceparent; null when untraced. */
+  order(request, seconds, signal, trace = null) {
     const body = Buffer.from(`{"order":${orderJson(request.order)},"work_ms":${request.work_ms},"count_words":${request.count_words}}`);
-    const end = timing(this.measured, body.length);
+    const headers = {
+      'content-type': 'application/json',
+      'content-length': body.length,
+      'user-agent': 'wirelab-hop',
+      // Whole milliseconds, rounded down: the downstream never waits past this hop's budget.
+      [DEADLINE_HEADER]: String(Math.floor(seconds * 1000)),
+    };
+    const span = trace === null ? null : this.tracing.restClient(trace, this.url, headers);
+    const measured = timing(this.measured, body.length);
+    let status = null;
+    const end = span === null ? measured : (outcome, received = null) => {
+      measured(outcome, received);
+      span(status);
+    };
     return new Promise((resolve, reject) => {
       const fail = (outcome, error, received = null) => {
         end(outcome, received);
         reject(error);
       };
-      const req = http.request(this.url, {
-        method: 'POST',
-        agent: this.agent,
-        headers: {
-          'content-type': 'application/json',
-          'content-length': body.length,
-          'user-agent': 'wirelab-hop',
-          // Whole milliseconds, rounded down: the downstream never waits past this hop's budget.
-          [DEADLINE_HEADER]: String(Math.floor(seconds * 1000)),
-        },
-      });
+      const req = http.request(this.url, { method: 'POST', agent: this.agent, headers });
       let timer = null;
       const abort = () => {
         settle();
@@ -221,7 +226,7 @@ class RestDownstream {
         res.on('end', () => {
           settle();
           const got = Buffer.concat(pieces);
-          const status = res.statusCode;
+          status = res.statusCode;
           if (status !== 200) {
             fail(contract.httpOutcome(status), new DownstreamError(this.peer, 'failed', `${status} ${detailOf(got, status)}`), got.length);
             return;
@@ -300,9 +305,11 @@ async function ipv4Target(target, parts) {
  * and named by ``#peer``) on a channel of its own, opened once. Orders travel as the bytes this
  * hop received (decoded here already, to check them): never encoded twice. */
 class GrpcDownstream {
-  constructor(target, balancing, maxMessage, families) {
+  constructor(target, balancing, maxMessage, families, tracing) {
     this.peer = contract.peerOf(target);
-    let address = contract.addressOf(target).replace(/^grpc:\/\//, '');
+    this.tracing = tracing;
+    const address = contract.addressOf(target).replace(/^grpc:\/\//, '');
+    this.address = address;
     const options = {
       'grpc.max_send_message_length': maxMessage,
       'grpc.max_receive_message_length': maxMessage,
@@ -330,23 +337,32 @@ class GrpcDownstream {
   }
 
   /** ProcessOrder with ``request`` ({raw} bytes, or a {decoded} order request to encode); its
-   * reply's bytes, or a DownstreamError. */
-  order(request, seconds, signal) {
+   * reply's bytes, or a DownstreamError. ``trace``: the order's trace context (traces.js), sent
+   * on as traceparent metadata; null when untraced. */
+  order(request, seconds, signal, trace = null) {
     if (this.client === null) {
       const unresolved = (exc) => {
         throw new DownstreamError(this.peer, 'unavailable', exc.message);
       };
-      return this.opened.then(() => this.order(request, seconds, signal), unresolved);
+      return this.opened.then(() => this.order(request, seconds, signal, trace), unresolved);
     }
-    const { path, codeNames, decodeReply, encodeRequest } = grpcParts();
+    const { grpc, path, codeNames, decodeReply, encodeRequest } = grpcParts();
     const raw = request.raw || encodeRequest(request.decoded);
-    const end = timing(this.measured, raw.length);
+    const metadata = new grpc.Metadata();
+    const span = trace === null ? null : this.tracing.grpcClient(trace, path, this.address, metadata);
+    const measured = timing(this.measured, raw.length);
+    let code = grpc.status.OK;
+    const end = span === null ? measured : (outcome, received = null) => {
+      measured(outcome, received);
+      span(code);
+    };
     return new Promise((resolve, reject) => {
       // The deadline travels as grpc-timeout: the downstream's deadline is this hop's.
       const deadline = new Date(Date.now() + seconds * 1000);
-      const call = this.client.makeUnaryRequest(path, identity, identity, raw, { deadline }, (err, reply) => {
+      const call = this.client.makeUnaryRequest(path, identity, identity, raw, metadata, { deadline }, (err, reply) => {
         if (signal) signal.removeEventListener('abort', abort);
         if (err) {
+          code = err.code;
           const name = codeNames[err.code] || 'UNKNOWN';
           // UNAVAILABLE on the client means no connection, as Locust's gRPC users count it.
           let outcome = name === 'UNAVAILABLE' ? 'connection_error' : contract.grpcOutcome(name);
@@ -413,8 +429,9 @@ class Relay {
    * every call at once, the first failure cancelling the rest. The answer is ``own``, or with
    * local work off the first downstream's reply; split: ``own`` with the parts' counts. ``gone``
    * (an AbortSignal: the caller has left) stops the work and cancels the calls, as the Python
-   * relay's are cancelled with the caller's task. */
-  async order(request, own, workMs, deadline, gone = null) {
+   * relay's are cancelled with the caller's task. ``trace``: the order's trace context
+   * (traces.js), which every downstream call carries; null when untraced. */
+  async order(request, own, workMs, deadline, gone = null, trace = null) {
     const budget = deadline === null ? this.timeoutSeconds : Math.min(this.timeoutSeconds, deadline);
     if (budget <= 0) throw new DownstreamError(this.downstreams[0].peer, 'timeout', "the caller's deadline passed");
     // One signal stops this order's work and calls: the caller's departure or, in parallel, the
@@ -426,14 +443,14 @@ class Relay {
       if (gone.aborted) depart();
     }
     try {
-      return await this.relayed(request, own, workMs, budget, cancel);
+      return await this.relayed(request, own, workMs, budget, cancel, trace);
     } finally {
       if (gone !== null) gone.removeEventListener('abort', depart);
     }
   }
 
   /** ``order``'s work and calls within ``budget`` seconds, all stopped by ``cancel``. */
-  async relayed(request, own, workMs, budget, cancel) {
+  async relayed(request, own, workMs, budget, cancel, trace) {
     const ends = performance.now() + budget * 1000;
     const work = this.localWork ? workMs : 0;
     let replies;
@@ -443,7 +460,7 @@ class Relay {
       // The first failure decides the answer and cancels the work and the other calls (each
       // counted cancelled), as the Python relay's task group does; all are awaited first.
       let first = null;
-      const calls = this.downstreams.map((d, i) => d.order(sent[i], budget, cancel.signal).catch((exc) => {
+      const calls = this.downstreams.map((d, i) => d.order(sent[i], budget, cancel.signal, trace).catch((exc) => {
         if (first === null) {
           first = exc;
           cancel.abort('another downstream failed');
@@ -461,7 +478,7 @@ class Relay {
       for (const d of this.downstreams) {
         const left = (ends - performance.now()) / 1000;
         if (left <= 0) throw new DownstreamError(d.peer, 'timeout', `${budget} s spent before the call`);
-        replies.push(await d.order(request, left, cancel.signal));
+        replies.push(await d.order(request, left, cancel.signal, trace));
       }
     }
     return this.localWork ? own : replies[0];
@@ -472,9 +489,10 @@ class Relay {
   }
 }
 
-/** The relay WIRELAB_DOWNSTREAM asks for, its calls measured in ``registry`` (null: not at all);
- * null without downstreams. Throws on knobs that contradict each other. */
-function buildRelay(settings, protocol, registry) {
+/** The relay WIRELAB_DOWNSTREAM asks for, its calls measured in ``registry`` (null: not at all)
+ * and traced by ``tracing`` (traces.js; null: not at all); null without downstreams. Throws on
+ * knobs that contradict each other. */
+function buildRelay(settings, protocol, registry, tracing = null) {
   const targets = settings.downstream;
   if (targets.length === 0) return null;
   const scheme = { rest: 'http://', grpc: 'grpc://' }[protocol];
@@ -493,10 +511,10 @@ function buildRelay(settings, protocol, registry) {
     // One agent for the process: keep-alive connections are reused call after call, and enough
     // are kept that a burst of concurrent orders does not close and reopen them (as via_rest.py).
     const agent = new http.Agent({ keepAlive: true, maxFreeSockets: 256 });
-    downstreams = targets.map((t) => new RestDownstream(t, agent, families));
+    downstreams = targets.map((t) => new RestDownstream(t, agent, families, tracing));
   } else {
     const maxMessage = settings.limits.maxPayloadBytes + 1024 * 1024;
-    downstreams = targets.map((t) => new GrpcDownstream(t, settings.grpcBalancing, maxMessage, families));
+    downstreams = targets.map((t) => new GrpcDownstream(t, settings.grpcBalancing, maxMessage, families, tracing));
   }
   const split = settings.fanout === 'split';
   return new Relay(downstreams, {

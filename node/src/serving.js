@@ -6,6 +6,7 @@ const { instruments } = require('./metrics');
 const { startServer } = require('./exposition');
 const { cluster, concurrencyOf, offerMetrics, runPrimary } = require('./cluster');
 const { buildRelay } = require('./hops');
+const traces = require('./traces');
 
 const NAMES = { rest: 'REST', grpc: 'gRPC' };
 
@@ -15,8 +16,9 @@ function fail(prog, message, code) {
 }
 
 /**
- * Run the ``protocol`` service: ``start(settings, metrics, relay)`` serves it on its port (with
- * WIRELAB_DOWNSTREAM, ``relay`` sends orders on: hops.js; else null) and resolves to
+ * Run the ``protocol`` service: ``start(settings, metrics, relay, tracing)`` serves it on its
+ * port (with WIRELAB_DOWNSTREAM, ``relay`` sends orders on: hops.js; else null; with
+ * WIRELAB_TRACES=on, ``tracing`` traces its calls: traces.js; else null) and resolves to
  * a server with ``drain(graceSeconds)`` (or exits non-zero with one line saying why). One process,
  * or with WIRELAB_NODE_WORKERS=N > 1 a cluster primary and N workers each running ``start``; the
  * ready line is printed once the service (every worker) listens, after the SIGTERM handler is in
@@ -59,16 +61,19 @@ async function serve(prog, protocol, start) {
       fail(prog, `cannot listen for metrics on ${settings.host}:${settings.metricsPort}: ${exc.message}`, 1);
     }
   }
-  const relay = buildRelay(settings, protocol, metrics && metrics.registry);
+  const tracing = traces.start(settings, protocol);
+  const relay = buildRelay(settings, protocol, metrics && metrics.registry, tracing);
   let server;
   try {
-    server = await start(settings, metrics, relay);
+    server = await start(settings, metrics, relay, tracing);
   } catch (exc) {
     fail(prog, `cannot listen for ${NAMES[protocol]} on ${settings.host}:${port}: ${exc.message}`, 1);
   }
   onTerm(metricsServer, async () => {
     await server.drain(settings.graceSeconds);
     if (relay !== null) relay.close();
+    // The spans still batched are sent before the exit (bounded by the exporter's timeout).
+    if (tracing !== null) await tracing.shutdown().catch((exc) => console.error(`traces: ${exc.message}`));
   });
   if (ready !== null) console.log(ready);
 }

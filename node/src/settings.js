@@ -25,6 +25,10 @@ function parse(knob, text) {
     if (!/^\d+(\.\d+)?$/.test(text)) throw new Error(`${env} must be a non-negative number of seconds (got ${JSON.stringify(text)})`);
     return Number(text);
   }
+  if (knob.type === 'ratio') {
+    if (!/^\d+(\.\d+)?$/.test(text) || Number(text) > 1) throw new Error(`${env} must be a number from 0 to 1 (got ${JSON.stringify(text)})`);
+    return Number(text);
+  }
   if (knob.type === 'choice' && !knob.choices.includes(text)) {
     throw new Error(`${env} must be one of ${knob.choices.join(', ')}`);
   }
@@ -57,6 +61,11 @@ function load(env = process.env) {
     localWork: k.local_work === 'on',
     downstreamTimeoutSeconds: k.downstream_timeout_seconds,
     grpcBalancing: k.grpc_balancing,
+    // Traces (traces.js, docs/traces.md): off loads nothing of OpenTelemetry.
+    traces: k.traces === 'on',
+    traceSampleRatio: k.trace_sample_ratio,
+    tracesEndpoint: k.traces_endpoint,
+    serviceName: k.service_name,
     limits: {
       maxPayloadBytes: k.max_payload_bytes,
       chunkBytes: k.chunk_bytes,

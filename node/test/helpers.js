@@ -74,8 +74,9 @@ async function until(predicate) {
 }
 
 /** In-process services on free loopback ports for a test file (``test``), each with fresh metrics
- * and, when ``knobs.downstream`` is set, a relay to those downstreams; closed after the file's
- * tests, with whatever else the file pushes onto ``opened``. */
+ * and, when ``knobs.downstream`` is set, a relay to those downstreams, traced by ``tracing``
+ * (traces.js) when given; closed after the file's tests, with whatever else the file pushes onto
+ * ``opened``. */
 function services(test) {
   const grpc = require('@grpc/grpc-js');
   const proto = require('../src/proto');
@@ -89,11 +90,11 @@ function services(test) {
   });
   const knobsOf = (knobs) => ({ ...testSettings(), downstream: [], fanout: 'sequential', localWork: true, downstreamTimeoutSeconds: 10, grpcBalancing: 'pick_first', ...knobs });
 
-  async function restService(knobs = {}) {
+  async function restService(knobs = {}, tracing = null) {
     const settings = knobsOf(knobs);
     const metrics = instruments(settings, 'rest', 'event_loop');
-    const relay = buildRelay(settings, 'rest', metrics.registry);
-    const server = createRestServer(settings, metrics, relay);
+    const relay = buildRelay(settings, 'rest', metrics.registry, tracing);
+    const server = createRestServer(settings, metrics, relay, tracing);
     await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
     opened.push(async () => {
       await server.drain(1);
@@ -102,11 +103,11 @@ function services(test) {
     return { url: `http://127.0.0.1:${server.address().port}`, metrics };
   }
 
-  async function grpcService(knobs = {}) {
+  async function grpcService(knobs = {}, tracing = null) {
     const settings = knobsOf(knobs);
     const metrics = instruments(settings, 'grpc', 'event_loop');
-    const relay = buildRelay(settings, 'grpc', metrics.registry);
-    const server = createGrpcServer(settings, metrics, relay);
+    const relay = buildRelay(settings, 'grpc', metrics.registry, tracing);
+    const server = createGrpcServer(settings, metrics, relay, tracing);
     const port = await bind(server, '127.0.0.1', 0);
     const WireLab = grpc.loadPackageDefinition(proto.load()).wirelab.v1.WireLab;
     const client = new WireLab(`127.0.0.1:${port}`, grpc.credentials.createInsecure());

@@ -40,3 +40,15 @@ test('every service module loads without Node 20 builtins', () => {
   `);
   assert.equal(done.status, 0, done.stderr);
 });
+
+test('tracing starts without Node 20 builtins (the SDK and its OTLP exporter load)', () => {
+  const done = withoutNode20(`
+    const settings = { ...require(src + '/settings').load({}), traces: true };
+    const tracing = require(src + '/traces').start(settings, 'rest');
+    const { span } = tracing.serverSpan('x', {}, { get: () => undefined });
+    span.end();
+    tracing.provider.shutdown().then(() => console.log('ok'));
+  `);
+  assert.equal(done.status, 0, done.stderr);
+  assert.equal(done.stdout.trim(), 'ok');
+});

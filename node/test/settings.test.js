@@ -9,6 +9,7 @@ const settings = require('../src/settings');
 function otherValue(knob) {
   if (knob.type === 'int') return String(Math.max(knob.default, knob.minimum || 0, 1) + 1);
   if (knob.type === 'seconds') return '2.5';
+  if (knob.type === 'ratio') return '0.5';
   if (knob.type === 'choice') return knob.choices.find((c) => c !== knob.default);
   return knob.name === 'host' ? '127.0.0.2' : 'x-wirelab-test';
 }
@@ -34,4 +35,6 @@ test('bad values are refused naming their variable', () => {
   assert.throws(() => settings.load({ WIRELAB_GRACE_SECONDS: 'soon' }), /WIRELAB_GRACE_SECONDS must be a non-negative number of seconds/);
   assert.throws(() => settings.load({ WIRELAB_METRICS: 'maybe' }), /WIRELAB_METRICS must be one of on, off/);
   assert.throws(() => settings.load({ WIRELAB_NODE_WORKERS: '0' }), /WIRELAB_NODE_WORKERS must be at least 1/);
+  assert.throws(() => settings.load({ WIRELAB_TRACE_SAMPLE_RATIO: '1.5' }), /WIRELAB_TRACE_SAMPLE_RATIO must be a number from 0 to 1/);
+  assert.throws(() => settings.load({ WIRELAB_TRACE_SAMPLE_RATIO: '-1' }), /WIRELAB_TRACE_SAMPLE_RATIO must be a number from 0 to 1/);
 });

@@ -11,7 +11,8 @@ several batches, the variants alternating batch by batch). Variants: traces off;
 each ratio with the lab's hooks (wirelab.traces.asgi, .grpcio), and for REST with
 OpenTelemetry's FastAPI/ASGI instrumentation in their place, the cheaper thing measured first
 (docs/traces.md). Spans go to an exporter that keeps nothing: what is timed is making them, not
-shipping them (`wirelab perf overhead --traces` measures the whole service).
+shipping them (`wirelab perf overhead --traces` measures the whole service). With --runtime node,
+the Node services' figures instead (node/scripts/trace-cost.js says how).
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -181,6 +184,14 @@ def main(argv: list[str] | None = None) -> int:
     args = cli.parse_args(argv)
     ratios = [r for r in args.ratios.split(",") if r]
     protocols = listed(cli, args.protocols, PROTOCOLS, "protocols")
+    if args.runtime == "node":
+        node = args.node or shutil.which("node")
+        if not node:
+            cli.error("node not found: install Node.js 20 (or pass --node)")
+        script = str(REPO / "node/scripts/trace-cost.js")
+        options = ["--protocols", ",".join(protocols), "--ratios", args.ratios]
+        options += ["--orders", str(args.orders), "--batches", str(args.batches)]
+        return subprocess.run([node, script, *options]).returncode
     pin(SERVER_CPU)  # ghz, for gRPC, on the other core
     print(f"load average {os.getloadavg()[0]:.2f}; CPU per call, best of {args.batches} x "
           f"{args.orders}")  # fmt: skip

@@ -4,8 +4,8 @@
 const { bind, createGrpcServer } = require('./server');
 const { serve } = require('../serving');
 
-serve('wirelab-node-grpc', 'grpc', async (settings, metrics, relay) => {
-  const server = createGrpcServer(settings, metrics, relay);
+serve('wirelab-node-grpc', 'grpc', async (settings, metrics, relay, tracing) => {
+  const server = createGrpcServer(settings, metrics, relay, tracing);
   await bind(server, settings.host, settings.grpcPort);
   return server;
 });

@@ -114,7 +114,8 @@ async function untilCancelled(call, work) {
   }
 }
 
-function behaviours(methods, limits, relay) {
+/** ``contexts``: each traced call's trace context (traced()), for its downstream calls. */
+function behaviours(methods, limits, relay, contexts) {
   const strict = proto.decoders();
   const decode = Object.fromEntries(Object.entries(methods).map(([name, m]) => [name, decoder(m, strict[name])]));
   const encode = proto.encoders();
@@ -136,7 +137,8 @@ function behaviours(methods, limits, relay) {
       // The caller's deadline bounds the downstream calls: it propagates. The order travels on
       // as the bytes received; the answer is a downstream's reply as received, or this hop's.
       // A cancelled order's calls downstream are cancelled too.
-      const answer = await untilCancelled(call, (gone) => relay.order({ raw, decoded: r }, own, r.work_ms, remaining(call), gone));
+      const trace = contexts.get(call) || null;
+      const answer = await untilCancelled(call, (gone) => relay.order({ raw, decoded: r }, own, r.work_ms, remaining(call), gone, trace));
       return Buffer.isBuffer(answer) ? answer : encode.ProcessOrder(answer);
     },
     // (raw request, admit) -> reply: ``admit(n)`` holds n bytes of the budget until the call ends
@@ -362,6 +364,39 @@ function handlers(b, metrics, holds) {
   };
 }
 
+/** ``table``'s handlers, each call in a server span of ``tracing`` (traces.js), its parent the
+ * call's traceparent metadata, its context kept in ``contexts`` for the call's downstreams. A
+ * kept span ends with the status the call ends with: a unary or client-streaming call's
+ * callback, a stream's end or emitted error, or its cancel (DEADLINE_EXCEEDED when its deadline
+ * did it). An unsampled call gets its context and no listener. */
+function traced(table, tracing, contexts) {
+  if (tracing === null) return table;
+  const trace = (name, handler) => {
+    const method = `${WIRELAB_PATH}${name}`;
+    const kind = KIND_OF[name];
+    return (call, callback) => {
+      const { context, end } = tracing.grpcServer(call.metadata, method, kind);
+      contexts.set(call, context);
+      if (end === null) return handler(call, callback);
+      call.once('cancelled', () => end(expired(call) ? grpc.status.DEADLINE_EXCEEDED : grpc.status.CANCELLED));
+      if (callback) {
+        return handler(call, (error, ...answer) => {
+          end(error ? error.code : grpc.status.OK);
+          callback(error, ...answer);
+        });
+      }
+      call.once('finish', () => end(grpc.status.OK));
+      const emit = call.emit.bind(call);
+      call.emit = (event, ...args) => {
+        if (event === 'error') end(args[0] && args[0].code !== undefined ? args[0].code : grpc.status.UNKNOWN);
+        return emit(event, ...args);
+      };
+      return handler(call);
+    };
+  };
+  return Object.fromEntries(Object.entries(table).map(([name, handler]) => [name, trace(name, handler)]));
+}
+
 /** The service definition with every method taking and returning raw bytes. */
 function rawDefinition(methods) {
   const identity = (x) => x;
@@ -438,8 +473,9 @@ function countUnknownMethods(server, metrics) {
 }
 
 /** A grpc-js server with the WireLab, health and reflection services (not yet bound). With
- * ``relay`` (hops.js), orders are also sent on to downstream services. */
-function createGrpcServer(settings, metrics, relay = null) {
+ * ``relay`` (hops.js), orders are also sent on to downstream services; with ``tracing``
+ * (traces.js), WireLab's calls are traced (traced()), health and reflection not. */
+function createGrpcServer(settings, metrics, relay = null, tracing = null) {
   const budget = new PayloadBudget(settings.limits.payloadBudgetBytes);
   if (metrics !== null) metrics.reportBudget(budget);
   const packageDefinition = proto.load();
@@ -459,8 +495,10 @@ function createGrpcServer(settings, metrics, relay = null) {
   // takes no option for it: its http2 options are set before it binds (test/grpc.test.js).
   server.commonServerOptions.settings = { ...server.commonServerOptions.settings, maxHeaderListSize: MAX_METADATA_BYTES };
   countUnknownMethods(server, metrics);
-  const table = handlers(behaviours(methods, settings.limits, relay), metrics, holds);
-  server.addService(rawDefinition(methods), capped(table, settings.grpcMaxConcurrentCalls, metrics));
+  // Call -> its trace context (traced()).
+  const contexts = new WeakMap();
+  const table = handlers(behaviours(methods, settings.limits, relay, contexts), metrics, holds);
+  server.addService(rawDefinition(methods), capped(traced(table, tracing, contexts), settings.grpcMaxConcurrentCalls, metrics));
   const health = new HealthImplementation(Object.fromEntries(HEALTH_NAMES.map((n) => [n, 'SERVING'])));
   health.addToServer(server);
   // Reflection describes WireLab and the health service, as the Python server's does.

@@ -233,7 +233,8 @@ function routes(limits, relay) {
   // base64 makes a JSON body 4/3 of the blob; allow that plus the JSON around it (routes.py).
   const jsonLimit = Math.floor((limits.maxPayloadBytes + 2) / 3) * 4 + 1024;
   return {
-    async unary(req, res, params, call) {
+    // ``trace``: the call's trace context for its downstreams (traces.js), or null.
+    async unary(req, res, params, call, admit, trace) {
       const body = await readBody(req, limits.maxOrderBytes, call, 'unary');
       const media = mediaType(req);
       // Protobuf orders are not relayed: a relay hop speaks its downstreams' JSON (app.py).
@@ -259,7 +260,7 @@ function routes(limits, relay) {
       const own = ownReply(request, core.checkOrder(request.order, request.work_ms, counts, limits));
       const deadline = deadlineOf(req);
       // A departed client's calls downstream are cancelled too, as gRPC's are.
-      const reply = await untilGone(res, (gone) => relay.order(request, own, request.work_ms, deadline, gone));
+      const reply = await untilGone(res, (gone) => relay.order(request, own, request.work_ms, deadline, gone, trace));
       sendJson(res, 200, codec.replyJson(reply));
     },
     async server_stream(req, res, params) {
@@ -391,8 +392,9 @@ function pingpong(wss, metrics, limits) {
 }
 
 /** The REST server: ``listen`` it; ``drain(graceSeconds)`` drains it. With ``relay``
- * (hops.js), orders are also sent on to downstream services. */
-function createRestServer(settings, metrics, relay = null) {
+ * (hops.js), orders are also sent on to downstream services; with ``tracing`` (traces.js), each
+ * call but the operational ones is in a server span, its parent the caller's traceparent. */
+function createRestServer(settings, metrics, relay = null, tracing = null) {
   const handlers = routes(settings.limits, relay);
   const budget = new PayloadBudget(settings.limits.payloadBudgetBytes);
   if (metrics !== null) metrics.reportBudget(budget);
@@ -423,6 +425,7 @@ function createRestServer(settings, metrics, relay = null) {
     }
     const kind = KINDS.get(`${req.method} ${url.path}`) || contract.OTHER_KIND;
     const call = startCall(metrics, kind);
+    const trace = tracing === null ? null : tracing.restServer(req, res, url.path, kind);
     measureResponse(res, call, kind);
     if (!STREAMED_IN.has(kind)) call.received(0, 1);
     // What the call holds of the payload budget, given back when its response is over (sent,
@@ -500,7 +503,7 @@ function createRestServer(settings, metrics, relay = null) {
       if (req.method === 'GET') {
         req.on('data', (piece) => call.received(piece.length, 0)).resume();
       }
-      await handler(req, res, url.query, call, admit);
+      await handler(req, res, url.query, call, admit, trace);
     } catch (exc) {
       answerError(req, res, exc);
     }

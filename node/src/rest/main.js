@@ -4,8 +4,8 @@
 const { createRestServer } = require('./app');
 const { serve } = require('../serving');
 
-serve('wirelab-node-rest', 'rest', (settings, metrics, relay) => {
-  const server = createRestServer(settings, metrics, relay);
+serve('wirelab-node-rest', 'rest', (settings, metrics, relay, tracing) => {
+  const server = createRestServer(settings, metrics, relay, tracing);
   return new Promise((resolve, reject) => {
     server.once('error', reject);
     server.listen(settings.restPort, settings.host, () => resolve(server));

@@ -1,0 +1,214 @@
+'use strict';
+// Traces (docs/traces.md), as services/wirelab/traces/ makes them: with WIRELAB_TRACES=on one
+// tracer provider per process samples each new trace at WIRELAB_TRACE_SAMPLE_RATIO
+// (ParentBased(TraceIdRatioBased): a call that brings a W3C traceparent follows its caller's
+// decision) and exports in batches over OTLP/gRPC to WIRELAB_TRACES_ENDPOINT. Off (the default)
+// start() returns null and nothing of OpenTelemetry is loaded: every hook below is behind it.
+//
+// The hooks are the lab's own few lines, not @opentelemetry/instrumentation-http and -grpc: those
+// cost a small order far more at ratio 0.01 (`wirelab perf trace-cost --runtime node`,
+// node/scripts/trace-cost.js; the figures are in docs/traces.md), since they patch node:http and
+// grpc-js for every call, need a context manager on every asynchronous step of the process
+// (AsyncLocalStorage), and build every attribute before the sampler has said no. Here a call's
+// server span is asked of the SDK's own sampler first (the SDK's tracer then makes an unsampled
+// span without attributes, which costs little in JS, unlike Python's: wirelab/traces/spans.py),
+// attributes are built only for a span that is kept, and the context is handed from the server
+// span to the relay's calls explicitly instead of through a context manager.
+const RUNTIME = 'node';
+
+// Operational endpoints, untraced as they are unmeasured (wirelab/traces/asgi.py's set).
+const UNTRACED_PATHS = new Set(['/healthz', '/openapi.json', '/docs', '/docs/oauth2-redirect', '/redoc']);
+// gRPC's status codes a span counts as errors (wirelab/traces/grpcio.py: all but OK, CANCELLED).
+const GRPC_OK = 0;
+const GRPC_CANCELLED = 1;
+
+/** A process's tracing: the provider, the W3C propagator and the spans of each hop. */
+class Tracing {
+  constructor(otel, provider, service, labels) {
+    this.otel = otel;
+    this.provider = provider;
+    this.service = service;
+    this.labels = labels;
+    this.tracer = provider.getTracer('wirelab');
+  }
+
+  /** A server span named ``name``, its parent the W3C context in ``carrier`` (read by
+   * ``getter``): ``{span, context}``, ``context`` holding the span for the call's downstreams. */
+  serverSpan(name, carrier, getter) {
+    const { api, propagator } = this.otel;
+    const parent = getter.get(carrier, 'traceparent') === undefined
+      ? api.ROOT_CONTEXT
+      : propagator.extract(api.ROOT_CONTEXT, carrier, getter);
+    const span = this.tracer.startSpan(name, { kind: api.SpanKind.SERVER }, parent);
+    return { span, context: api.trace.setSpan(parent, span) };
+  }
+
+  /** A REST call's server span (wirelab/traces/asgi.py): ended with its response's status when
+   * ``res`` closes; its context for the call's downstreams, or null for an untraced path. */
+  restServer(req, res, path, kind) {
+    if (UNTRACED_PATHS.has(path)) return null;
+    const { api, semconv } = this.otel;
+    const { span, context } = this.serverSpan(`${req.method} ${path}`, req.headers, api.defaultTextMapGetter);
+    if (!span.isRecording()) return context; // unsampled: the context only, for the downstreams
+    span.setAttributes({
+      ...this.labels,
+      [semconv.ATTR_HTTP_REQUEST_METHOD]: req.method,
+      [semconv.ATTR_URL_PATH]: path,
+      [semconv.ATTR_URL_SCHEME]: 'http',
+      [semconv.ATTR_HTTP_ROUTE]: path,
+      [semconv.ATTR_NETWORK_PROTOCOL_VERSION]: req.httpVersion,
+      'wirelab.kind': kind,
+    });
+    res.once('close', () => {
+      const status = res.statusCode;
+      span.setAttribute(semconv.ATTR_HTTP_RESPONSE_STATUS_CODE, status);
+      // A response cut off before its end (the client gone, the body timed out) is no error of
+      // the server's, as the Python middleware sees no status >= 500 for it either.
+      if (status >= 500 && res.writableFinished) span.setStatus({ code: api.SpanStatusCode.ERROR });
+      span.end();
+    });
+    return context;
+  }
+
+  /** A gRPC call's server span (wirelab/traces/grpcio.py), its parent the call's traceparent
+   * metadata: ``{context, end(code)}``; ``end`` sets the status the call ended with. */
+  grpcServer(metadata, method, kind) {
+    const { api, incubating } = this.otel;
+    const { span, context } = this.serverSpan(method, metadata, METADATA_GETTER);
+    if (!span.isRecording()) return { context, end: null };
+    const [service, name] = method.slice(1).split('/');
+    span.setAttributes({
+      ...this.labels,
+      [incubating.ATTR_RPC_SYSTEM]: 'grpc',
+      [incubating.ATTR_RPC_SERVICE]: service,
+      [incubating.ATTR_RPC_METHOD]: name,
+      'wirelab.kind': kind,
+    });
+    let ended = false;
+    const end = (code) => {
+      if (ended) return;
+      ended = true;
+      span.setAttribute(incubating.ATTR_RPC_GRPC_STATUS_CODE, code);
+      if (code !== GRPC_OK && code !== GRPC_CANCELLED) span.setStatus({ code: api.SpanStatusCode.ERROR });
+      span.end();
+    };
+    return { context, end };
+  }
+
+  /** A relay's REST call in the order's trace (wirelab/traces/http.py): ``traceparent`` set in
+   * ``headers``. In a sampled trace a client span is made, ended by the returned ``end(status)``
+   * (status null: no reply); in an unsampled one the caller's context travels as it is, flagged
+   * unsampled, and no span is made (returns null), so the downstream keeps none either. */
+  restClient(context, url, headers) {
+    const { api, propagator, semconv } = this.otel;
+    if (!api.trace.getSpan(context).isRecording()) {
+      propagator.inject(context, headers, api.defaultTextMapSetter);
+      return null;
+    }
+    const span = this.tracer.startSpan(`POST ${url.pathname}`, {
+      kind: api.SpanKind.CLIENT,
+      attributes: {
+        ...this.labels,
+        [semconv.ATTR_HTTP_REQUEST_METHOD]: 'POST',
+        [semconv.ATTR_URL_FULL]: url.href,
+        [semconv.ATTR_SERVER_ADDRESS]: url.hostname,
+        [semconv.ATTR_SERVER_PORT]: Number(url.port) || 80,
+        'wirelab.kind': 'unary',
+      },
+    }, context);
+    propagator.inject(api.trace.setSpan(context, span), headers, api.defaultTextMapSetter);
+    return once((status) => {
+      if (status !== null) span.setAttribute(semconv.ATTR_HTTP_RESPONSE_STATUS_CODE, status);
+      if (status === null || status >= 400) span.setStatus({ code: api.SpanStatusCode.ERROR });
+      span.end();
+    });
+  }
+
+  /** A relay's gRPC call to ``target`` (host:port) in the order's trace, as OpenTelemetry's grpc
+   * client interceptors make it in Python: ``traceparent`` set in ``metadata``; a client span
+   * when the trace is sampled, ended by the returned ``end(code)``, else null (as restClient). */
+  grpcClient(context, path, target, metadata) {
+    const { api, propagator, semconv, incubating } = this.otel;
+    if (!api.trace.getSpan(context).isRecording()) {
+      propagator.inject(context, metadata, METADATA_SETTER);
+      return null;
+    }
+    const [service, name] = path.slice(1).split('/');
+    const at = target.lastIndexOf(':');
+    const span = this.tracer.startSpan(path, {
+      kind: api.SpanKind.CLIENT,
+      attributes: {
+        ...this.labels,
+        [incubating.ATTR_RPC_SYSTEM]: 'grpc',
+        [incubating.ATTR_RPC_SERVICE]: service,
+        [incubating.ATTR_RPC_METHOD]: name,
+        [semconv.ATTR_SERVER_ADDRESS]: at > 0 ? target.slice(0, at) : target,
+        ...(at > 0 ? { [semconv.ATTR_SERVER_PORT]: Number(target.slice(at + 1)) } : {}),
+        'wirelab.kind': 'unary',
+      },
+    }, context);
+    propagator.inject(api.trace.setSpan(context, span), metadata, METADATA_SETTER);
+    return once((code) => {
+      span.setAttribute(incubating.ATTR_RPC_GRPC_STATUS_CODE, code);
+      if (code !== GRPC_OK) span.setStatus({ code: api.SpanStatusCode.ERROR });
+      span.end();
+    });
+  }
+
+  /** Export what is still batched, then stop (SIGTERM's drain). */
+  shutdown() {
+    return this.provider.shutdown();
+  }
+}
+
+function once(fn) {
+  let done = false;
+  return (value) => {
+    if (done) return;
+    done = true;
+    fn(value);
+  };
+}
+
+// grpc-js Metadata as the propagator's carrier.
+const METADATA_GETTER = {
+  get(metadata, key) {
+    const values = metadata.get(key);
+    return values.length ? String(values[0]) : undefined;
+  },
+  keys: (metadata) => Object.keys(metadata.getMap()),
+};
+const METADATA_SETTER = { set: (metadata, key, value) => metadata.set(key, value) };
+
+/** The process's tracing for WIRELAB_TRACES, or null when it is off (nothing then loaded).
+ * ``exporter`` replaces OTLP (tests: in memory; node/scripts/trace-cost.js: none). */
+function start(settings, protocol, { exporter = null } = {}) {
+  if (!settings.traces) return null;
+  const api = require('@opentelemetry/api');
+  const { W3CTraceContextPropagator } = require('@opentelemetry/core');
+  const { defaultResource, resourceFromAttributes } = require('@opentelemetry/resources');
+  const sdk = require('@opentelemetry/sdk-trace-base');
+  const semconv = require('@opentelemetry/semantic-conventions');
+  // rpc.system, rpc.service and rpc.grpc.status_code are still incubating in the conventions.
+  const incubating = require('@opentelemetry/semantic-conventions/incubating');
+  const service = settings.serviceName || protocol;
+  const labels = { 'wirelab.protocol': protocol, 'wirelab.service': service, 'wirelab.runtime': RUNTIME };
+  const resource = defaultResource().merge(resourceFromAttributes({
+    [semconv.ATTR_SERVICE_NAME]: service,
+    [incubating.ATTR_SERVICE_NAMESPACE]: 'wirelab',
+    ...labels,
+  }));
+  if (exporter === null) {
+    const { OTLPTraceExporter } = require('@opentelemetry/exporter-trace-otlp-grpc');
+    exporter = new OTLPTraceExporter({ url: settings.tracesEndpoint });
+  }
+  const provider = new sdk.BasicTracerProvider({
+    resource,
+    sampler: new sdk.ParentBasedSampler({ root: new sdk.TraceIdRatioBasedSampler(settings.traceSampleRatio) }),
+    spanProcessors: [new sdk.BatchSpanProcessor(exporter)],
+  });
+  const otel = { api, propagator: new W3CTraceContextPropagator(), semconv, incubating };
+  return new Tracing(otel, provider, service, labels);
+}
+
+module.exports = { RUNTIME, UNTRACED_PATHS, start };

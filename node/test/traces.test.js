@@ -1,0 +1,258 @@
+'use strict';
+// Traces (src/traces.js, docs/traces.md), as tests/services/test_traces.py holds the Python ones:
+// off, nothing of OpenTelemetry's SDK is loaded; on, an order relayed over REST or gRPC is one trace
+// (the edge's server span, its client span, the downstream's server span), each span with the
+// lab's labels, a caller's traceparent is continued, and an edge's unsampled decision holds
+// downstream (its calls carry the context flagged unsampled, and no span is made anywhere).
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const http = require('node:http');
+const path = require('node:path');
+const { spawnSync } = require('node:child_process');
+const grpc = require('@grpc/grpc-js');
+const { InMemorySpanExporter } = require('@opentelemetry/sdk-trace-base');
+const { SpanKind, SpanStatusCode } = require('@opentelemetry/api');
+const traces = require('../src/traces');
+const { services, testSettings } = require('./helpers');
+
+const { restService, grpcService } = services(test);
+
+const PARENT = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01';
+const [, PARENT_TRACE, PARENT_SPAN] = PARENT.split('-');
+const ORDER = { order_id: 'o-1', customer_id: 'c', items: [{ sku: 'a', quantity: 2, unit_price_cents: 3 }], note: 'one two three' };
+const PROCESS_ORDER = '/wirelab.v1.WireLab/ProcessOrder';
+
+/** A service's tracing at ``ratio`` with its spans kept in memory. */
+function traced(protocol, service, ratio = 1) {
+  const exporter = new InMemorySpanExporter();
+  const settings = { ...testSettings(), traces: true, traceSampleRatio: ratio, serviceName: service };
+  const tracing = traces.start(settings, protocol, { exporter });
+  return {
+    tracing,
+    async spans() {
+      await tracing.provider.forceFlush();
+      return exporter.getFinishedSpans();
+    },
+    async one(kind) {
+      const found = (await this.spans()).filter((s) => s.kind === kind);
+      assert.equal(found.length, 1, JSON.stringify(found.map((s) => [s.name, s.kind])));
+      return found[0];
+    },
+  };
+}
+
+const childOf = (child, parent) => child.parentSpanContext !== undefined &&
+  child.parentSpanContext.spanId === parent.spanContext().spanId &&
+  child.spanContext().traceId === parent.spanContext().traceId;
+
+const labelsOf = (span) => Object.fromEntries(Object.entries(span.attributes).filter(([k]) => k.startsWith('wirelab.')));
+
+function post(url, route, body, headers = {}) {
+  return new Promise((resolve, reject) => {
+    const req = http.request(`${url}${route}`, { method: body === null ? 'GET' : 'POST', headers: { 'content-type': 'application/json', ...headers } }, (res) => {
+      const parts = [];
+      res.on('data', (p) => parts.push(p));
+      res.on('end', () => resolve({ status: res.statusCode, text: Buffer.concat(parts).toString() }));
+    });
+    req.on('error', reject);
+    req.end(body === null ? undefined : JSON.stringify(body));
+  });
+}
+
+test('off, the services load nothing of OpenTelemetry\'s SDK, exporter or conventions', () => {
+  // A child process, since this file has loaded the SDK: both servers, their relays and the
+  // serving plumbing built from the default knobs, then every module loaded is listed.
+  const src = path.join(__dirname, '..', 'src');
+  const code = `
+    const src = ${JSON.stringify(src)};
+    const settings = { ...require(src + '/settings').load({}), downstream: ['http://127.0.0.1:1'] };
+    require(src + '/serving');
+    const traces = require(src + '/traces');
+    if (traces.start(settings, 'rest') !== null) throw new Error('traces on by default');
+    const { buildRelay } = require(src + '/hops');
+    const { instruments } = require(src + '/metrics');
+    require(src + '/rest/app').createRestServer(settings, instruments(settings, 'rest', 'event_loop'), buildRelay(settings, 'rest', null, null), null);
+    const grpcSettings = { ...settings, downstream: ['grpc://127.0.0.1:1'] };
+    const relay = buildRelay(grpcSettings, 'grpc', null, null);
+    require(src + '/grpc/server').createGrpcServer(grpcSettings, null, relay, null);
+    relay.close();
+    // @opentelemetry/api is prom-client's own dependency (its default process metrics load the
+    // no-op facade whether or not anything traces): the rest is what tracing would load.
+    console.log(JSON.stringify(Object.keys(require.cache).filter((m) => m.includes('@opentelemetry') && !m.includes('@opentelemetry/api/'))));
+  `;
+  const done = spawnSync(process.execPath, ['-e', code], { encoding: 'utf8', timeout: 20000 });
+  assert.equal(done.status, 0, done.stderr);
+  assert.deepEqual(JSON.parse(done.stdout), []);
+});
+
+test('a REST call continues its caller\'s trace with the lab\'s labels; /healthz is untraced', async () => {
+  const b = traced('rest', 'rest-b');
+  const { url } = await restService({}, b.tracing);
+  assert.equal((await post(url, '/v1/orders', { order: ORDER }, { traceparent: PARENT })).status, 200);
+  assert.equal((await post(url, '/healthz', null)).status, 200);
+  const span = await b.one(SpanKind.SERVER);
+  assert.equal(span.name, 'POST /v1/orders');
+  assert.equal(span.spanContext().traceId, PARENT_TRACE);
+  assert.equal(span.parentSpanContext.spanId, PARENT_SPAN);
+  assert.deepEqual(labelsOf(span), { 'wirelab.protocol': 'rest', 'wirelab.kind': 'unary', 'wirelab.service': 'rest-b', 'wirelab.runtime': 'node' });
+  assert.equal(span.attributes['http.request.method'], 'POST');
+  assert.equal(span.attributes['http.route'], '/v1/orders');
+  assert.equal(span.attributes['http.response.status_code'], 200);
+  assert.equal(span.resource.attributes['service.name'], 'rest-b');
+});
+
+test('a refused REST call is traced with its status, a server error marked as one', async () => {
+  const b = traced('rest', 'rest-b');
+  const { url } = await restService({}, b.tracing);
+  assert.equal((await post(url, '/v1/orders', { order: { items: [{ quantity: -1 }] } })).status, 400);
+  const span = await b.one(SpanKind.SERVER);
+  assert.equal(span.attributes['http.response.status_code'], 400);
+  assert.equal(span.status.code, SpanStatusCode.UNSET);
+  assert.equal(span.parentSpanContext, undefined); // no traceparent came: the trace begins here
+});
+
+test('an order through a REST relay is one trace across both hops', async () => {
+  const b = traced('rest', 'rest-b');
+  const bService = await restService({}, b.tracing);
+  const a = traced('rest', 'rest');
+  const aService = await restService({ downstream: [bService.url] }, a.tracing);
+  const r = await post(aService.url, '/v1/orders', { order: ORDER, count_words: true });
+  assert.equal(r.status, 200, r.text);
+  const [aServer, aClient, bServer] = [await a.one(SpanKind.SERVER), await a.one(SpanKind.CLIENT), await b.one(SpanKind.SERVER)];
+  assert.ok(childOf(aClient, aServer) && childOf(bServer, aClient));
+  assert.equal(aClient.name, 'POST /v1/orders');
+  assert.equal(aClient.attributes['http.response.status_code'], 200);
+  assert.equal(aClient.attributes['url.full'], `${bService.url}/v1/orders`);
+  assert.deepEqual(labelsOf(aClient), { 'wirelab.protocol': 'rest', 'wirelab.kind': 'unary', 'wirelab.service': 'rest', 'wirelab.runtime': 'node' });
+  assert.equal(bServer.attributes['wirelab.service'], 'rest-b');
+});
+
+test('an unsampled REST edge sends its context flagged unsampled and keeps its downstream unsampled', async () => {
+  const seen = [];
+  // What the relay sends: a B that records its headers in front of the real, traced B.
+  const b = traced('rest', 'rest-b');
+  const bService = await restService({}, b.tracing);
+  const spy = http.createServer((req, res) => {
+    seen.push(req.headers.traceparent);
+    req.pipe(http.request(`${bService.url}${req.url}`, { method: req.method, headers: req.headers }, (up) => {
+      res.writeHead(up.statusCode, up.headers);
+      up.pipe(res);
+    }));
+  });
+  await new Promise((resolve) => spy.listen(0, '127.0.0.1', resolve));
+  try {
+    const a = traced('rest', 'rest', 0);
+    const aService = await restService({ downstream: [`http://127.0.0.1:${spy.address().port}`] }, a.tracing);
+    for (let i = 0; i < 2; i += 1) assert.equal((await post(aService.url, '/v1/orders', { order: ORDER })).status, 200);
+    assert.deepEqual(await a.spans(), []);
+    assert.deepEqual(await b.spans(), []); // B at ratio 1 followed its caller's "not sampled"
+    assert.equal(seen.length, 2);
+    for (const traceparent of seen) assert.match(traceparent, /^00-[0-9a-f]{32}-[0-9a-f]{16}-00$/);
+    assert.notEqual(seen[0].split('-')[1], seen[1].split('-')[1]); // each order its own trace
+  } finally {
+    spy.closeAllConnections();
+    await new Promise((resolve) => spy.close(resolve));
+  }
+});
+
+// gRPC ----------------------------------------------------------------------------------------
+
+function metadataWith(traceparent) {
+  const metadata = new grpc.Metadata();
+  metadata.set('traceparent', traceparent);
+  return metadata;
+}
+
+test('an order through a gRPC relay is one trace across both hops', async () => {
+  const b = traced('grpc', 'grpc-b');
+  const bService = await grpcService({}, b.tracing);
+  const a = traced('grpc', 'grpc');
+  const aService = await grpcService({ downstream: [bService.target] }, a.tracing);
+  const reply = await aService.order({ order: ORDER, count_words: true });
+  assert.equal(Number(reply.word_count), 3);
+  const [aServer, aClient, bServer] = [await a.one(SpanKind.SERVER), await a.one(SpanKind.CLIENT), await b.one(SpanKind.SERVER)];
+  assert.equal(aServer.parentSpanContext, undefined); // the edge began it
+  assert.ok(childOf(aClient, aServer) && childOf(bServer, aClient));
+  for (const [span, service] of [[aServer, 'grpc'], [aClient, 'grpc'], [bServer, 'grpc-b']]) {
+    assert.equal(span.name, PROCESS_ORDER);
+    assert.deepEqual(labelsOf(span), { 'wirelab.protocol': 'grpc', 'wirelab.kind': 'unary', 'wirelab.service': service, 'wirelab.runtime': 'node' });
+    assert.equal(span.attributes['rpc.system'], 'grpc');
+    assert.equal(span.attributes['rpc.service'], 'wirelab.v1.WireLab');
+    assert.equal(span.attributes['rpc.method'], 'ProcessOrder');
+    assert.equal(span.attributes['rpc.grpc.status_code'], 0);
+  }
+});
+
+test('a gRPC stream is one span of its kind in its caller\'s trace; a refusal is an error', async () => {
+  const b = traced('grpc', 'grpc-b');
+  const { client } = await grpcService({}, b.tracing);
+  const messages = await new Promise((resolve, reject) => {
+    const got = [];
+    const call = client.StreamMessages({ count: 3, size: 8 }, metadataWith(PARENT));
+    call.on('data', (m) => got.push(m));
+    call.on('end', () => resolve(got));
+    call.on('error', reject);
+  });
+  assert.equal(messages.length, 3);
+  const refused = await new Promise((resolve) => {
+    client.ProcessOrder({ order: { ...ORDER, note: 'x'.repeat(5000) } }, metadataWith(PARENT), (err) => resolve(err));
+  });
+  assert.equal(refused.code, grpc.status.RESOURCE_EXHAUSTED); // past the order limit
+  const spans = await b.spans();
+  const stream = spans.find((s) => s.name === '/wirelab.v1.WireLab/StreamMessages');
+  assert.equal(stream.attributes['wirelab.kind'], 'server_stream');
+  assert.equal(stream.attributes['rpc.grpc.status_code'], 0);
+  assert.equal(stream.spanContext().traceId, PARENT_TRACE);
+  const order = spans.find((s) => s.name === PROCESS_ORDER);
+  assert.equal(order.attributes['rpc.grpc.status_code'], grpc.status.RESOURCE_EXHAUSTED);
+  assert.equal(order.status.code, SpanStatusCode.ERROR);
+  assert.equal(order.parentSpanContext.spanId, PARENT_SPAN);
+});
+
+test('health and reflection are untraced', async () => {
+  const b = traced('grpc', 'grpc-b');
+  const { target } = await grpcService({}, b.tracing);
+  const health = new grpc.Client(target.replace('grpc://', ''), grpc.credentials.createInsecure());
+  try {
+    await new Promise((resolve, reject) => {
+      health.makeUnaryRequest('/grpc.health.v1.Health/Check', (x) => x, (x) => x, Buffer.alloc(0), (err) => (err ? reject(err) : resolve()));
+    });
+  } finally {
+    health.close();
+  }
+  assert.deepEqual(await b.spans(), []);
+});
+
+test('an unsampled gRPC edge keeps its downstream unsampled', async () => {
+  const b = traced('grpc', 'grpc-b');
+  const bService = await grpcService({}, b.tracing);
+  const a = traced('grpc', 'grpc', 0);
+  const aService = await grpcService({ downstream: [bService.target] }, a.tracing);
+  await aService.order({ order: ORDER });
+  await aService.order({ order: ORDER });
+  assert.deepEqual(await a.spans(), []);
+  assert.deepEqual(await b.spans(), []);
+});
+
+test('a caller\'s decision is followed, sampled or not, whatever the ratio', async () => {
+  for (const [ratio, flags, kept] of [[0, '01', 1], [1, '00', 0]]) {
+    const b = traced('grpc', 'grpc-b', ratio);
+    const { client } = await grpcService({}, b.tracing);
+    await new Promise((resolve, reject) => {
+      client.ProcessOrder({ order: ORDER }, metadataWith(PARENT.slice(0, -2) + flags), (err) => (err ? reject(err) : resolve()));
+    });
+    assert.equal((await b.spans()).length, kept, `ratio ${ratio}, flags ${flags}`);
+  }
+});
+
+test('new traces are kept at the ratio', async () => {
+  const t = traced('rest', 'rest', 0.25);
+  let kept = 0;
+  for (let i = 0; i < 2000; i += 1) {
+    const { span } = t.tracing.serverSpan('x', {}, { get: () => undefined });
+    kept += span.isRecording() ? 1 : 0;
+    assert.equal(span.isRecording(), span.spanContext().traceFlags === 1);
+    span.end();
+  }
+  assert.ok(kept > 400 && kept < 600, `${kept} of 2,000 kept at 0.25`);
+});
