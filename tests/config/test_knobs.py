@@ -1,6 +1,7 @@
 """The knob table declares every knob once (contract/knobs.json, contract/knobs-lab.json): a
 WIRELAB_* name that code, compose, a script or a page uses must be declared there, a declared one
-must be read by something, and docs/knobs.md must be what the table says."""
+must be read by something, docs/knobs.md and the pages' knob blocks must be what the table says,
+and no page may give a knob another default."""
 
 from __future__ import annotations
 
@@ -117,8 +118,86 @@ def test_compose_defaults_are_the_tables() -> None:
     assert not wrong
 
 
-def test_the_reference_page_is_current() -> None:
+def test_the_reference_page_and_the_pages_knob_blocks_are_current() -> None:
     assert knobdoc.main(["--check"]) == 0, "python -m wirelab.contract.knobdoc"
+
+
+KNOB_NAME = re.compile(r"\b(?:WIRELAB|LOCUST)_[A-Z0-9_]*[A-Z0-9]\b")
+# A name beside a bare value in a row: `WIRELAB_RABBITMQ_HOST_PORT` 5672.
+BESIDE = re.compile(r"`((?:WIRELAB|LOCUST)_[A-Z0-9_]*[A-Z0-9])` (\d[\w.]*)")
+EMPTY = {"", "empty", "(empty)", "unset", "—"}
+
+
+def _said(cell: str) -> str:
+    return cell.strip().strip("`").strip()
+
+
+def _is_default(entry: Entry, said: str) -> bool:
+    shown = _said(knobdoc._default(entry))
+    if shown == "empty":
+        return said in EMPTY
+    return said in (shown, str(entry.default))
+
+
+def wrong_defaults(text: str) -> list[str]:
+    """Each table row of a Markdown page that gives a declared knob a default other than the
+    table's: in a column headed "default", or as a bare value beside the name."""
+    wrong = []
+    header: list[str] = []
+    for line in text.splitlines():
+        if not line.startswith("|"):
+            header = []
+            continue
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if not header:
+            header = [c.lower() for c in cells]
+            continue
+        for env, value in BESIDE.findall(line):
+            if env in BY_ENV and not _is_default(BY_ENV[env], value):
+                wrong.append(f"{env} {value}: {line[:80]}")
+        column = next((i for i, h in enumerate(header) if h.startswith("default")), None)
+        if column is None or column >= len(cells):
+            continue
+        # The names of the first cell before the default column that has any (a name in the
+        # meaning, after it, is not the row's knob).
+        found = (KNOB_NAME.findall(c) for c in cells[:column])
+        named = [n for n in next((f for f in found if f), []) if n in BY_ENV]
+        if not named:
+            continue
+        said = re.split(r", | / ", cells[column])
+        if len(named) != len(said) or not all(
+            _is_default(BY_ENV[n], _said(s)) for n, s in zip(named, said, strict=False)
+        ):
+            wrong.append(f"{', '.join(named)} {cells[column]}: {line[:80]}")
+    return wrong
+
+
+def test_no_page_gives_a_knob_a_default_other_than_the_tables() -> None:
+    """A knob's default is written once, in the table; a page shows it in a block `make knobs`
+    writes from the table (docs/knobs.md and each page's `<!-- knobs: ... -->` blocks)."""
+    pages = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+    wrong = {p.name: w for p in pages if (w := wrong_defaults(p.read_text()))}
+    assert not wrong, wrong
+
+
+def test_a_wrong_default_in_a_page_is_found() -> None:
+    page = (
+        "| variable | default | meaning |\n|---|---|---|\n"
+        "| `WIRELAB_REST_PORT` | `8000` | right |\n| `WIRELAB_GRPC_PORT` | `50052` | wrong |\n"
+        "| `WIRELAB_HOST`, `WIRELAB_METRICS` | `0.0.0.0`, `off` | one of two wrong |\n"
+        "| `WIRELAB_RABBITMQ_HOST_PORT`, `WIRELAB_DOWNSTREAM` | empty, empty | one wrong |\n\n"
+        "| option | env | default |\n|---|---|---|\n| `--pace` | LOCUST_PACE | 1 |\n\n"
+        "| what | where |\n|---|---|\n| broker | `WIRELAB_RABBITMQ_HOST_PORT` 5673 |\n"
+        "| UI | `WIRELAB_RABBITMQ_UI_HOST_PORT` 15672 |\n"
+    )
+    found = [w.split(":")[0] for w in wrong_defaults(page)]
+    assert found == [
+        "WIRELAB_GRPC_PORT `50052`",
+        "WIRELAB_HOST, WIRELAB_METRICS `0.0.0.0`, `off`",
+        "WIRELAB_RABBITMQ_HOST_PORT, WIRELAB_DOWNSTREAM empty, empty",
+        "LOCUST_PACE 1",
+        "WIRELAB_RABBITMQ_HOST_PORT 5673",
+    ]
 
 
 def test_the_services_fields_are_current() -> None:

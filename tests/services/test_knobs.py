@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import re
 
 import pytest
 from wirelab import settings
@@ -81,16 +80,3 @@ def test_the_table_is_whole_and_each_default_valid() -> None:
     for k in raw["knobs"]:
         assert set(k) <= keys, k
         assert k["help"] and set(k["runtimes"]) <= {"python", "node"} and k["runtimes"], k
-
-
-def test_the_docs_knob_tables_give_the_tables_defaults() -> None:
-    """A docs row `| `WIRELAB_X` | `default` | ...` of a knob in the table states its default."""
-    row = re.compile(r"^\| `(WIRELAB_[A-Z0-9_]+)` \| `([^`]*)` \|", re.MULTILINE)
-    defaults = {k.env: str(k.default) for k in KNOBS}
-    checked = 0
-    for page in sorted((REPO / "docs").glob("*.md")):
-        for env, said in row.findall(page.read_text()):
-            if env in defaults:
-                assert said == defaults[env], f"{page.name}: {env} is {defaults[env]}, not {said}"
-                checked += 1
-    assert checked >= 20
