@@ -24,8 +24,9 @@ proto:
 
 .PHONY: knobs
 # After editing the knob table (contract/knobs.json, contract/knobs-lab.json): the reference page
-# docs/knobs.md, the services' typed fields wirelab/knobfields.py and the runner's
-# wirelab_bench/runnerfields.py (tests/config/test_knobs.py fails while one is stale).
+# docs/knobs.md, the other pages' <!-- knobs: ... --> blocks, the services' typed fields
+# wirelab/knobfields.py and the runner's wirelab_bench/runnerfields.py (tests/config/test_knobs.py
+# fails while one is stale).
 knobs:
 	$(PYTHON) -m wirelab.contract.knobdoc
 	$(PYTHON) -m wirelab.contract.fieldgen
