@@ -32,9 +32,10 @@ async function serve(prog, protocol, start) {
     fail(prog, exc.message, 2);
   }
   try {
-    // Knobs that contradict each other (a downstream of the other protocol) and downstreams
-    // that cannot be dialled (a name that does not resolve) stop the service here, before any
-    // worker starts.
+    // Knobs that contradict each other (a downstream of the other protocol), downstreams that
+    // cannot be dialled (a name that does not resolve) and a traces endpoint that is no URL stop
+    // the service here, before any worker starts.
+    traces.check(settings);
     const relay = buildRelay(settings, protocol, null);
     if (relay !== null) {
       await relay.ready();

@@ -180,6 +180,21 @@ const METADATA_GETTER = {
 };
 const METADATA_SETTER = { set: (metadata, key, value) => metadata.set(key, value) };
 
+/** Throws, naming the knob, when WIRELAB_TRACES_ENDPOINT cannot be exported to (checked at
+ * start, as the other knobs are: OTLP's exporter would throw a bare TypeError). */
+function check(settings) {
+  if (!settings.traces) return;
+  let url = null;
+  try {
+    url = new URL(settings.tracesEndpoint);
+  } catch {
+    // said below
+  }
+  if (url === null || !['http:', 'https:'].includes(url.protocol)) {
+    throw new Error(`WIRELAB_TRACES_ENDPOINT must be an http:// or https:// URL (got ${JSON.stringify(settings.tracesEndpoint)})`);
+  }
+}
+
 /** The process's tracing for WIRELAB_TRACES, or null when it is off (nothing then loaded).
  * ``exporter`` replaces OTLP (tests: in memory; node/scripts/trace-cost.js: none). */
 function start(settings, protocol, { exporter = null } = {}) {
@@ -211,4 +226,4 @@ function start(settings, protocol, { exporter = null } = {}) {
   return new Tracing(otel, provider, service, labels);
 }
 
-module.exports = { RUNTIME, UNTRACED_PATHS, start };
+module.exports = { RUNTIME, UNTRACED_PATHS, check, start };

@@ -13,7 +13,7 @@ const grpc = require('@grpc/grpc-js');
 const { InMemorySpanExporter } = require('@opentelemetry/sdk-trace-base');
 const { SpanKind, SpanStatusCode } = require('@opentelemetry/api');
 const traces = require('../src/traces');
-const { services, testSettings } = require('./helpers');
+const { services, start, testSettings } = require('./helpers');
 
 const { restService, grpcService } = services(test);
 
@@ -99,6 +99,27 @@ test('a REST call continues its caller\'s trace with the lab\'s labels; /healthz
   assert.equal(span.attributes['http.route'], '/v1/orders');
   assert.equal(span.attributes['http.response.status_code'], 200);
   assert.equal(span.resource.attributes['service.name'], 'rest-b');
+});
+
+test('a traceparent that does not parse is ignored: the call is answered, its trace begins here', async () => {
+  const b = traced('rest', 'rest-b');
+  const { url } = await restService({}, b.tracing);
+  const invalid = ['garbage', `00-${'0'.repeat(32)}-${PARENT_SPAN}-01`, `00-${'g'.repeat(32)}-${PARENT_SPAN}-01`, `ff-${PARENT_TRACE}-${PARENT_SPAN}-01`];
+  for (const traceparent of invalid) {
+    assert.equal((await post(url, '/v1/orders', { order: ORDER }, { traceparent })).status, 200);
+  }
+  const spans = await b.spans();
+  assert.equal(spans.length, 4);
+  for (const span of spans) {
+    assert.equal(span.parentSpanContext, undefined);
+    assert.notEqual(span.spanContext().traceId, PARENT_TRACE);
+  }
+});
+
+test('an endpoint that is no URL stops the service at start with one line (exit 2)', async () => {
+  const child = start('rest/main.js', { WIRELAB_TRACES: 'on', WIRELAB_TRACES_ENDPOINT: 'jaeger 4317' });
+  assert.equal(await child.exited, 2);
+  assert.equal(child.output.trim(), 'wirelab-node-rest: WIRELAB_TRACES_ENDPOINT must be an http:// or https:// URL (got "jaeger 4317")');
 });
 
 test('a refused REST call is traced with its status, a server error marked as one', async () => {
