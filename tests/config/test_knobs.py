@@ -122,6 +122,19 @@ def test_the_reference_page_and_the_pages_knob_blocks_are_current() -> None:
     assert knobdoc.main(["--check"]) == 0, "python -m wirelab.contract.knobdoc"
 
 
+def test_a_knob_block_is_the_rows_its_selector_names() -> None:
+    selector = "WIRELAB_HOP_RATE part:tests -WIRELAB_CHROMIUM"
+    stale = f"a\n<!-- knobs: {selector} -->\nold rows\n<!-- /knobs -->\nb"
+    text = knobdoc.with_blocks(stale)
+    rows = re.findall(r"^\| `(WIRELAB_\w+)`", text, re.MULTILINE)
+    tests = [e.env for e in ENTRIES if e.part == "tests" and e.env != "WIRELAB_CHROMIUM"]
+    assert rows == ["WIRELAB_HOP_RATE", *tests]
+    assert "old rows" not in text and text.startswith("a\n") and text.endswith("<!-- /knobs -->\nb")
+    assert knobdoc.with_blocks(text) == text
+    with pytest.raises(ValueError, match="'WIRELAB_X_\\*' names no knob"):
+        knobdoc.with_blocks("<!-- knobs: WIRELAB_X_* -->\n<!-- /knobs -->")
+
+
 KNOB_NAME = re.compile(r"\b(?:WIRELAB|LOCUST)_[A-Z0-9_]*[A-Z0-9]\b")
 # A name beside a bare value in a row: `WIRELAB_RABBITMQ_HOST_PORT` 5672.
 BESIDE = re.compile(r"`((?:WIRELAB|LOCUST)_[A-Z0-9_]*[A-Z0-9])` (\d[\w.]*)")

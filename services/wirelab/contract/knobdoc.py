@@ -123,7 +123,13 @@ def pages() -> list[Path]:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     stale = [write_or_check(PAGE, render(), args, COMMAND)]
-    stale += [write_or_check(p, with_blocks(p.read_text()), args, COMMAND) for p in pages()]
+    for page in pages():
+        try:
+            text = with_blocks(page.read_text())
+        except ValueError as exc:
+            print(f"{page}: {exc}", file=sys.stderr)
+            return 2
+        stale.append(write_or_check(page, text, args, COMMAND))
     return max(stale)
 
 
