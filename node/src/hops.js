@@ -59,12 +59,13 @@ const noReply = (peer, seconds) => new DownstreamError(peer, 'timeout', `no repl
 // ------------------------------------------------------------------------------------- metrics
 
 /** The contract's client families a process's downstream calls are measured with, registered
- * in ``registry`` (the server's, so one /metrics page shows both). */
-function clientFamilies(registry) {
+ * in ``registry`` (the server's, so one /metrics page shows both); with ``exemplars`` (traces
+ * on) the durations carry traced calls' trace ids (metrics.js). */
+function clientFamilies(registry, exemplars) {
   const made = {};
   for (const family of contract.CLIENT) {
     if (family.labels.includes('peer') && family.name !== 'wirelab_client_time_to_first_message_seconds') {
-      made[family.name] = instrument(family, registry);
+      made[family.name] = instrument(family, registry, exemplars);
     }
   }
   return made;
@@ -96,17 +97,21 @@ class Outgoing {
       return families[name].labels(labels);
     };
     this.duration = histogram('wirelab_client_request_duration_seconds');
+    this.durations = families.wirelab_client_request_duration_seconds;
+    this.labels = labels;
     this.sent = histogram('wirelab_client_request_bytes');
     this.received = histogram('wirelab_client_response_bytes');
     this.messagesSent = counter('wirelab_client_messages_sent');
     this.messagesReceived = counter('wirelab_client_messages_received');
   }
 
-  /** One finished call: ``received`` null when no reply arrived. */
-  record(outcome, seconds, sent, received) {
+  /** One finished call: ``received`` null when no reply arrived; ``traceId``, its kept trace's
+   * (null: none), the exemplar of its duration's bucket. */
+  record(outcome, seconds, sent, received, traceId) {
     if (this.off) return;
     this.requests[outcome].inc();
-    this.duration.observe(seconds);
+    if (traceId === null) this.duration.observe(seconds);
+    else this.durations.observe({ labels: this.labels, value: seconds, exemplarLabels: { trace_id: traceId } });
     this.sent.observe(sent);
     this.messagesSent.inc();
     if (received !== null) {
@@ -116,14 +121,15 @@ class Outgoing {
   }
 }
 
-/** Times one call into ``measured``: ``end(outcome, received)`` once, whatever happens. */
-function timing(measured, sent) {
+/** Times one call (of kept trace ``traceId``, or null) into ``measured``: ``end(outcome,
+ * received)`` once, whatever happens. */
+function timing(measured, sent, traceId = null) {
   const started = performance.now();
   let done = false;
   return (outcome, received = null) => {
     if (done) return;
     done = true;
-    measured.record(outcome, (performance.now() - started) / 1000, sent, received);
+    measured.record(outcome, (performance.now() - started) / 1000, sent, received, traceId);
   };
 }
 
@@ -182,7 +188,7 @@ class RestDownstream {
       [DEADLINE_HEADER]: String(Math.floor(seconds * 1000)),
     };
     const span = trace === null ? null : this.tracing.restClient(trace, this.url, headers);
-    const measured = timing(this.measured, body.length);
+    const measured = timing(this.measured, body.length, span === null ? null : this.tracing.keptTraceId(trace));
     let status = null;
     const end = span === null ? measured : (outcome, received = null) => {
       measured(outcome, received);
@@ -350,7 +356,7 @@ class GrpcDownstream {
     const raw = request.raw || encodeRequest(request.decoded);
     const metadata = new grpc.Metadata();
     const span = trace === null ? null : this.tracing.grpcClient(trace, path, this.address, metadata);
-    const measured = timing(this.measured, raw.length);
+    const measured = timing(this.measured, raw.length, span === null ? null : this.tracing.keptTraceId(trace));
     let code = grpc.status.OK;
     const end = span === null ? measured : (outcome, received = null) => {
       measured(outcome, received);
@@ -505,7 +511,7 @@ function buildRelay(settings, protocol, registry, tracing = null) {
       throw new Error(`only a gRPC downstream takes several addresses (+): ${target}`);
     }
   }
-  const families = registry === null ? null : clientFamilies(registry);
+  const families = registry === null ? null : clientFamilies(registry, tracing !== null);
   let downstreams;
   if (protocol === 'rest') {
     // One agent for the process: keep-alive connections are reused call after call, and enough

@@ -5,7 +5,14 @@
 const client = require('prom-client');
 const contract = require('./contract');
 
-function instrument(family, registry) {
+// The latency histograms that carry a sampled call's trace id as an exemplar when traces are on
+// (docs/traces.md): the bucket a traced call fell in names its trace, label trace_id (32 hex
+// characters), shown only in the OpenMetrics exposition (exposition.js).
+const EXEMPLARS = new Set(['wirelab_server_request_duration_seconds', 'wirelab_client_request_duration_seconds']);
+
+/** ``family``'s prom-client instrument in ``registry``; with ``exemplars``, the latency
+ * histograms (EXEMPLARS) keep one per bucket. */
+function instrument(family, registry, exemplars = false) {
   const common = { name: family.name, help: family.help, labelNames: family.labels, registers: [registry] };
   if (family.type === 'counter') {
     // prom-client takes a counter's sample name; the contract names the family (no _total).
@@ -13,7 +20,19 @@ function instrument(family, registry) {
   }
   // A cluster's primary sums its workers' samples (cluster.js); the info gauge stays 1.
   if (family.type === 'gauge') return new client.Gauge(family.name === 'wirelab_server_info' ? { ...common, aggregator: 'first' } : common);
-  return new client.Histogram({ ...common, buckets: contract.bucketsOf(family) });
+  if (!(exemplars && EXEMPLARS.has(family.name))) return new client.Histogram({ ...common, buckets: contract.bucketsOf(family) });
+  // prom-client takes exemplars only in a registry that renders OpenMetrics alone, whose render
+  // also renames every counter for good: this one renders the text format as before, and
+  // exposition.js renders OpenMetrics from the same families for a scraper that asks for it.
+  const histogram = new client.Histogram({ ...common, registers: [], buckets: contract.bucketsOf(family), enableExemplars: true });
+  registry.registerMetric(histogram);
+  return histogram;
+}
+
+/** The exemplar of a call of ``seconds`` in trace ``traceId``, as prom-client's own are
+ * (its Exemplar's fields; the timestamp in seconds). */
+function exemplarOf(traceId, seconds) {
+  return { labelSet: { trace_id: traceId }, value: seconds, timestamp: Date.now() / 1000 };
 }
 
 // Finished calls are queued on their kind's Batch and applied to the prom-client families at
@@ -32,6 +51,7 @@ class Batch {
     this.started = 0; // calls begun since the process started
     this.finished = 0; // of which finished
     this.durations = [];
+    this.traced = []; // [seconds, trace id] of the traced calls among them (exemplars)
     this.firsts = [];
     this.bytesIn = [];
     this.bytesOut = [];
@@ -53,12 +73,19 @@ class Call {
     this.messagesOut = 0;
     this.firstSent = -1;
     this.finished = false;
+    // The call's trace id when its trace is kept (traces.js): its duration's exemplar.
+    this.traceId = null;
     batch.started += 1;
   }
 
   received(nbytes, messages = 1) {
     this.bytesIn += nbytes;
     this.messagesIn += messages;
+  }
+
+  /** The call is in a kept trace, ``traceId`` (null: not): its duration's exemplar. */
+  traced(traceId) {
+    this.traceId = traceId;
   }
 
   sent(nbytes, messages = 1) {
@@ -72,7 +99,9 @@ class Call {
     if (this.finished) return;
     this.finished = true;
     const b = this.batch;
-    b.durations.push((performance.now() - this.started) / 1000);
+    const seconds = (performance.now() - this.started) / 1000;
+    b.durations.push(seconds);
+    if (this.traceId !== null) b.traced.push([seconds, this.traceId]);
     if (this.firstSent >= 0 && b.children.firstMessage !== null) {
       b.firsts.push((this.firstSent - this.started) / 1000);
     }
@@ -93,7 +122,7 @@ class Call {
  * then one update per bucket touched. Reads prom-client's series entry ({bucketValues by upper
  * bound, sum, count}, the same object from its first observation on): prom-client has no batch
  * observe, and test/metrics.test.js holds this to the library's own observe. */
-function observeMany(histogram, labels, values) {
+function observeMany(histogram, labels, values, traced = []) {
   if (values.length === 0) return;
   const entry = seriesOf(histogram, labels);
   const bounds = histogram.upperBounds;
@@ -101,18 +130,32 @@ function observeMany(histogram, labels, values) {
   let sum = 0;
   for (const value of values) {
     sum += value;
-    let lo = 0;
-    let hi = bounds.length; // first bound >= value; bounds.length: above every bound (+Inf only)
-    while (lo < hi) {
-      const mid = (lo + hi) >> 1;
-      if (bounds[mid] < value) lo = mid + 1;
-      else hi = mid;
-    }
-    if (lo < bounds.length) counts[lo] += 1;
+    const i = bucketOf(bounds, value);
+    if (i < bounds.length) counts[i] += 1;
   }
   for (let i = 0; i < counts.length; i++) if (counts[i]) entry.bucketValues[bounds[i]] += counts[i];
   entry.sum += sum;
   entry.count += values.length;
+  // Each traced call's exemplar on its bucket, the latest one kept, as prom-client's observe
+  // keeps them (its key for +Inf is -1).
+  if (entry.bucketExemplars !== undefined) {
+    for (const [value, traceId] of traced) {
+      const i = bucketOf(bounds, value);
+      entry.bucketExemplars[i < bounds.length ? bounds[i] : -1] = exemplarOf(traceId, value);
+    }
+  }
+}
+
+/** The index of the first of ``bounds`` >= ``value``; bounds.length: above all (+Inf only). */
+function bucketOf(bounds, value) {
+  let lo = 0;
+  let hi = bounds.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    if (bounds[mid] < value) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
 }
 
 /** prom-client's entry for ``labels`` in ``histogram``, created by its own zero() if missing. */
@@ -134,18 +177,21 @@ function seriesOf(histogram, labels) {
 
 /** What a call costs with metrics off (WIRELAB_METRICS=off): nothing. */
 const UNMEASURED = {
+  traced() {},
   received() {},
   sent() {},
   finish() {},
 };
 
 class ServerMetrics {
-  constructor(protocol, concurrency, registry = new client.Registry(), fanout = 'none', library = 'none') {
+  /** ``exemplars``: the request durations carry traced calls' trace ids (traces on). */
+  constructor(protocol, concurrency, registry = new client.Registry(), fanout = 'none', library = 'none', exemplars = false) {
     if (!contract.PROTOCOLS.includes(protocol)) throw new Error(`unknown protocol ${protocol}`);
     this.protocol = protocol;
     this.registry = registry;
+    this.exemplars = exemplars;
     this.made = {};
-    for (const family of contract.SERVER) this.made[family.name] = instrument(family, registry);
+    for (const family of contract.SERVER) this.made[family.name] = instrument(family, registry, exemplars);
     const m = this.made;
     this.requests = m.wirelab_server_requests;
     // fanout: how orders go to WIRELAB_DOWNSTREAM (hops.js), "none" without downstreams; client:
@@ -175,11 +221,12 @@ class ServerMetrics {
       }
       b.ended.clear();
       const m = this.made;
-      observeMany(m.wirelab_server_request_duration_seconds, b.labels, b.durations);
+      observeMany(m.wirelab_server_request_duration_seconds, b.labels, b.durations, b.traced);
       if (c.firstMessage !== null) observeMany(m.wirelab_server_time_to_first_message_seconds, b.labels, b.firsts);
       observeMany(m.wirelab_server_request_bytes, b.labels, b.bytesIn);
       observeMany(m.wirelab_server_response_bytes, b.labels, b.bytesOut);
       b.durations = [];
+      b.traced = [];
       b.firsts = [];
       b.bytesIn = [];
       b.bytesOut = [];
@@ -258,7 +305,7 @@ function instruments(settings, protocol, concurrency) {
   const relays = settings.downstream.length > 0;
   const fanout = relays ? settings.fanout : 'none';
   const library = !relays ? 'none' : protocol === 'rest' ? 'node:http' : 'grpc-js';
-  return settings.metrics ? new ServerMetrics(protocol, concurrency, new client.Registry(), fanout, library) : null;
+  return settings.metrics ? new ServerMetrics(protocol, concurrency, new client.Registry(), fanout, library, settings.traces) : null;
 }
 
 /** A call of ``kind`` measured by ``metrics``, or a no-op without metrics. */
@@ -266,4 +313,4 @@ function startCall(metrics, kind) {
   return metrics === null ? UNMEASURED : metrics.start(kind);
 }
 
-module.exports = { Call, ServerMetrics, instrument, instruments, observeMany, startCall, UNMEASURED };
+module.exports = { Call, ServerMetrics, exemplarOf, instrument, instruments, observeMany, startCall, UNMEASURED };

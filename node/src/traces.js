@@ -43,6 +43,12 @@ class Tracing {
     return { span, context: api.trace.setSpan(parent, span) };
   }
 
+  /** The trace id of ``context``'s span when its trace is kept, else null (its exemplar). */
+  keptTraceId(context) {
+    const span = this.otel.api.trace.getSpan(context);
+    return span !== undefined && span.isRecording() ? span.spanContext().traceId : null;
+  }
+
   /** A REST call's server span (wirelab/traces/asgi.py): ended with its response's status when
    * ``res`` closes; its context for the call's downstreams, or null for an untraced path. */
   restServer(req, res, path, kind) {

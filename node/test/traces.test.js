@@ -277,3 +277,62 @@ test('new traces are kept at the ratio', async () => {
   }
   assert.ok(kept > 400 && kept < 600, `${kept} of 2,000 kept at 0.25`);
 });
+
+// Exemplars ----------------------------------------------------------------------------------
+
+/** ``registry``'s /metrics page as served (exposition.js), asked as ``accept``. */
+async function scrape(registry, accept) {
+  const { startServer } = require('../src/exposition');
+  const server = await startServer('127.0.0.1', 0, registry);
+  try {
+    return await new Promise((resolve, reject) => {
+      http.get({ host: '127.0.0.1', port: server.address().port, path: '/metrics', headers: accept ? { accept } : {} }, (res) => {
+        const parts = [];
+        res.on('data', (p) => parts.push(p));
+        res.on('end', () => resolve({ type: res.headers['content-type'], text: Buffer.concat(parts).toString() }));
+      }).on('error', reject);
+    });
+  } finally {
+    server.close();
+  }
+}
+
+const OPENMETRICS = 'application/openmetrics-text;version=1.0.0;q=0.5,text/plain;version=0.0.4;q=0.3';
+const exemplarsOf = (text, family) => [...text.matchAll(new RegExp(`^${family}_bucket\\{[^}]*\\} \\d+ # \\{trace_id="([0-9a-f]+)"\\} `, 'gm'))].map((m) => m[1]);
+
+test('a traced call\'s trace id is its latency\'s exemplar, in OpenMetrics only, server and relay alike', async () => {
+  const b = traced('rest', 'rest-b');
+  const bService = await restService({ traces: true }, b.tracing);
+  const a = traced('rest', 'rest');
+  const aService = await restService({ traces: true, downstream: [bService.url] }, a.tracing);
+  assert.equal((await post(aService.url, '/v1/orders', { order: ORDER })).status, 200);
+  const traceId = (await a.one(SpanKind.SERVER)).spanContext().traceId;
+  const om = await scrape(aService.metrics.registry, OPENMETRICS);
+  assert.match(om.type, /^application\/openmetrics-text/);
+  assert.deepEqual(exemplarsOf(om.text, 'wirelab_server_request_duration_seconds'), [traceId]);
+  assert.deepEqual(exemplarsOf(om.text, 'wirelab_client_request_duration_seconds'), [traceId]);
+  assert.match(traceId, /^[0-9a-f]{32}$/);
+  // The counters as OpenMetrics names them: the family without _total, its samples with it.
+  assert.match(om.text, /^# TYPE wirelab_server_requests counter$/m);
+  assert.match(om.text, /^wirelab_server_requests_total\{protocol="rest",kind="unary",outcome="ok",code="200"\} 1$/m);
+  assert.match(om.text, /# EOF\n$/);
+  const bPage = await scrape(bService.metrics.registry, OPENMETRICS);
+  assert.deepEqual(exemplarsOf(bPage.text, 'wirelab_server_request_duration_seconds'), [traceId]);
+  // The text format, what a scraper that does not ask gets, carries none and is as before.
+  const text = await scrape(aService.metrics.registry, null);
+  assert.match(text.type, /^text\/plain; version=0\.0\.4/);
+  assert.doesNotMatch(text.text, /trace_id|# EOF/);
+  assert.match(text.text, /^# TYPE wirelab_server_requests_total counter$/m);
+});
+
+test('a gRPC call\'s exemplar is its trace; an unsampled call leaves none', async () => {
+  const b = traced('grpc', 'grpc-b');
+  const sampled = await grpcService({ traces: true }, b.tracing);
+  await sampled.order({ order: ORDER });
+  const traceId = (await b.one(SpanKind.SERVER)).spanContext().traceId;
+  const page = await scrape(sampled.metrics.registry, OPENMETRICS);
+  assert.deepEqual(exemplarsOf(page.text, 'wirelab_server_request_duration_seconds'), [traceId]);
+  const never = await grpcService({ traces: true }, traced('grpc', 'grpc-b', 0).tracing);
+  await never.order({ order: ORDER });
+  assert.deepEqual(exemplarsOf((await scrape(never.metrics.registry, OPENMETRICS)).text, 'wirelab_server_request_duration_seconds'), []);
+});

@@ -256,9 +256,14 @@ function payloadHolds(budget, metrics, holds) {
 }
 
 /** grpc-js handlers (raw bytes in and out) around ``b``, each call measured into ``metrics``,
- * the one-message ones admitted into the payload budget through the call's hold in ``holds``. */
-function handlers(b, metrics, holds) {
-  const start = (name) => startCall(metrics, KIND_OF[name]);
+ * the one-message ones admitted into the payload budget through the call's hold in ``holds``;
+ * ``traceIdOf(call)``: a traced call's kept trace id, its duration's exemplar (else null). */
+function handlers(b, metrics, holds, traceIdOf) {
+  const start = (name, call) => {
+    const measured = startCall(metrics, KIND_OF[name]);
+    measured.traced(traceIdOf(call));
+    return measured;
+  };
   // grpc-js reports a call past its deadline as cancelled too; the contract counts it a timeout.
   // Usually the client's own deadline cancels the call first (RST_STREAM), a little before the
   // server's copy of it, which runs from the headers' arrival: so "at the deadline" has slack.
@@ -270,7 +275,7 @@ function handlers(b, metrics, holds) {
     }
   });
   const unary = (name) => async (call, callback) => {
-    const measured = start(name);
+    const measured = start(name, call);
     cancelled(call, measured);
     measured.received(call.request.length);
     // The call's hold, which payloadHolds gives back when the status is sent (after the reply
@@ -288,7 +293,7 @@ function handlers(b, metrics, holds) {
     }
   };
   const serverStream = (name) => async (call) => {
-    const measured = start(name);
+    const measured = start(name, call);
     cancelled(call, measured);
     measured.received(call.request.length);
     try {
@@ -311,7 +316,7 @@ function handlers(b, metrics, holds) {
     StreamMessages: serverStream('StreamMessages'),
     DownloadStream: serverStream('DownloadStream'),
     UploadStream(call, callback) {
-      const measured = start('UploadStream');
+      const measured = start('UploadStream', call);
       cancelled(call, measured);
       const upload = b.UploadStream();
       let refused = null;
@@ -338,7 +343,7 @@ function handlers(b, metrics, holds) {
       }));
     },
     PingPong(call) {
-      const measured = start('PingPong');
+      const measured = start('PingPong', call);
       cancelled(call, measured);
       let refused = null;
       call.on('data', (raw) => {
@@ -497,7 +502,11 @@ function createGrpcServer(settings, metrics, relay = null, tracing = null) {
   countUnknownMethods(server, metrics);
   // Call -> its trace context (traced()).
   const contexts = new WeakMap();
-  const table = handlers(behaviours(methods, settings.limits, relay, contexts), metrics, holds);
+  const traceIdOf = tracing === null ? () => null : (call) => {
+    const context = contexts.get(call);
+    return context === undefined ? null : tracing.keptTraceId(context);
+  };
+  const table = handlers(behaviours(methods, settings.limits, relay, contexts), metrics, holds, traceIdOf);
   server.addService(rawDefinition(methods), capped(traced(table, tracing, contexts), settings.grpcMaxConcurrentCalls, metrics));
   const health = new HealthImplementation(Object.fromEntries(HEALTH_NAMES.map((n) => [n, 'SERVING'])));
   health.addToServer(server);

@@ -426,6 +426,7 @@ function createRestServer(settings, metrics, relay = null, tracing = null) {
     const kind = KINDS.get(`${req.method} ${url.path}`) || contract.OTHER_KIND;
     const call = startCall(metrics, kind);
     const trace = tracing === null ? null : tracing.restServer(req, res, url.path, kind);
+    if (trace !== null) call.traced(tracing.keptTraceId(trace));
     measureResponse(res, call, kind);
     if (!STREAMED_IN.has(kind)) call.received(0, 1);
     // What the call holds of the payload budget, given back when its response is over (sent,
