@@ -4,7 +4,8 @@ exporting over OTLP/gRPC to a receiver in this test. Each order is one trace of 
 edge's server span, its client span and B's server span, each the child of the one before it
 across the runtimes' own propagation (traceparent in HTTP headers, in gRPC metadata); and an
 edge that does not sample an order keeps its B, which samples every trace it starts, from
-keeping any of it."""
+keeping any of it. The Node edge's latency histograms name its order's trace as their exemplar,
+on a page prometheus_client's OpenMetrics parser reads."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ import pytest
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2 as otlp
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc as otlp_grpc
 from opentelemetry.proto.trace.v1.trace_pb2 import Span as OtlpSpan
+from prometheus_client.openmetrics.parser import text_string_to_metric_families
 from wirelab.v1 import wirelab_pb2 as pb
 from wirelab.v1 import wirelab_pb2_grpc as pb_grpc
 
@@ -167,6 +169,7 @@ def test_an_order_across_runtimes_is_one_trace_with_a_span_per_hop(
     with chains(node, protocol, tmp, endpoint, "1") as running:
         order(protocol, running["a-python"])
         order(protocol, running["a-node"])
+        exemplars = node_exemplars(running["a-node"])
     spans = kept.take()
     traces: dict[str, list[Span]] = {}
     for span in spans:
@@ -191,6 +194,25 @@ def test_an_order_across_runtimes_is_one_trace_with_a_span_per_hop(
             assert downstream.attributes["rpc.grpc.status_code"] == 0
         else:
             assert downstream.attributes["http.response.status_code"] == 200
+        if edge == "node":
+            assert exemplars == {
+                "wirelab_server_request_duration_seconds": [server.trace],
+                "wirelab_client_request_duration_seconds": [server.trace],
+            }
+
+
+def node_exemplars(service: Service) -> dict[str, list[str]]:
+    """The trace ids on ``service``'s latency histograms, from its page as OpenMetrics."""
+    accept = "application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5"
+    url = f"http://127.0.0.1:{service.metrics_port}/metrics"
+    page = httpx.get(url, headers={"accept": accept}, timeout=5)
+    assert page.headers["content-type"].startswith("application/openmetrics-text")
+    found: dict[str, list[str]] = {}
+    for family in text_string_to_metric_families(page.text):  # type: ignore[no-untyped-call]
+        for sample in family.samples:
+            if sample.exemplar is not None:
+                found.setdefault(family.name, []).append(sample.exemplar.labels["trace_id"])
+    return found
 
 
 @pytest.mark.parametrize("protocol", ["rest", "grpc"])
