@@ -33,9 +33,12 @@ def instruments(settings: Settings, protocol: str, concurrency: str) -> ServerMe
     # The fan-out mode tells a run's work floor (wirelab_bench.topology): all at once waits for
     # one work_ms, one after another for each.
     fanout = settings.fanout if settings.downstream else "none"
-    return ServerMetrics(
+    metrics = ServerMetrics(
         protocol, CollectorRegistry(), concurrency, fanout, client_of(settings, protocol)
     )
+    if settings.traces:  # sampled calls' trace ids as the duration histogram's exemplars
+        metrics.keep_exemplars()
+    return metrics
 
 
 def client_of(settings: Settings, protocol: str) -> str:
@@ -63,6 +66,8 @@ def serve_metrics(
     disable_created_metrics()  # type: ignore[no-untyped-call]
     try:
         registry = None if metrics is None else metrics.registry
-        start_server(settings.host, settings.metrics_port, registry, ready)
+        # With traces on, OpenMetrics to a scraper that asks for it: the text format has no
+        # exemplars.
+        start_server(settings.host, settings.metrics_port, registry, ready, settings.traces)
     except OSError as exc:
         fail_to_listen(prog, "metrics", settings.host, settings.metrics_port, exc)

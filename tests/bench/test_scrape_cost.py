@@ -18,20 +18,23 @@ def test_reports_cpu_per_scrape_for_each_protocol_and_format(
     monkeypatch.setattr(library_metrics, "_use_created", library_metrics._use_created)
     assert scrape_cost.main(["--scrapes", "3", "--rounds", "1"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    renders, reads = lines[:6], lines[6:]
-    found = [
-        re.match(r"(\w+) +(\d+) samples, .*: (served|text 0\.0\.4|OpenMetrics) +([\d.]+) ms", x)
-        for x in renders
+    renders, flush, reads = lines[:10], lines[10], lines[11:]
+    found = [re.match(r"(\w+) +(\d+) samples, [\d,]+ B: (.+?) +([\d.]+) ms", x) for x in renders]
+    formats = [
+        "served",
+        "text 0.0.4",
+        "OpenMetrics",
+        "served OpenMetrics, exemplars",
+        "OpenMetrics, exemplars",
     ]
     assert [(m[1], m[3]) for m in found if m] == [
-        ("rest", "served"),
-        ("rest", "text 0.0.4"),
-        ("rest", "OpenMetrics"),
-        ("grpc", "served"),
-        ("grpc", "text 0.0.4"),
-        ("grpc", "OpenMetrics"),
+        (protocol, fmt) for protocol in ("rest", "grpc") for fmt in formats
     ]
     assert all(m is not None and float(m[4]) > 0 and int(m[2]) > 500 for m in found)
+    flushed = re.fullmatch(
+        r"a flush of 16,000 queued unary calls: ([\d.]+) ms of CPU per flush", flush
+    )
+    assert flushed is not None and float(flushed[1]) > 0
     read = [
         re.match(
             r"(\w+) +page, (\d+) samples: the runner's reader ([\d.]+) ms .* parser ([\d.]+)", x

@@ -2,7 +2,9 @@
 
 Each service's wirelab_server_* families after calls of every kind, as the services render them
 (wirelab.exposition.TextPage, text 0.0.4) and as prometheus_client does (text 0.0.4 and
-OpenMetrics); then CPU per read of each page and of a Locust child's page by the runner's reader
+OpenMetrics); with traces on and every call sampled, each bucket with an exemplar, as OpenMetrics
+both ways; the CPU of one flush of 16,000 queued unary calls into the counts (a scrape's first
+step); then CPU per read of each page and of a Locust child's page by the runner's reader
 (wirelab_bench.scrape) and by prometheus_client's parser, which the runner used before."""
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from prometheus_client.openmetrics.exposition import generate_latest as openmetr
 from prometheus_client.parser import text_string_to_metric_families
 from wirelab.contract import CANONICAL_CODES, EDGE_PROTOCOLS, KINDS_BY_PROTOCOL
 from wirelab.exposition import TextPage
-from wirelab.metrics import ServerMetrics
+from wirelab.metrics import SAMPLED, Sampled, ServerMetrics
 from wirelab_locust.metrics import ClientCollector, Gauges, Observations
 
 from wirelab_bench.knobs import parser
@@ -32,6 +34,24 @@ def _calls(metrics: ServerMetrics) -> None:
             call.received(100 * i)
             call.sent(1000 * i)
             call.finish("ok", ok)
+
+
+def cpu_per_flush(calls: int, flushes: int, rounds: int) -> float:
+    """Seconds of CPU per flush of ``calls`` queued unary calls (the cheapest round's mean)."""
+    best = float("inf")
+    for _ in range(rounds):
+        metrics, spent = ServerMetrics("rest", CollectorRegistry(), "async"), 0.0
+        for _ in range(flushes):
+            for i in range(calls):
+                call = metrics.start("unary")
+                call.received(100)
+                call.sent(200 + i % 50)
+                call.finish("ok", "200")
+            started = time.process_time()
+            metrics.flush()
+            spent += time.process_time() - started
+        best = min(best, spent / flushes)
+    return best
 
 
 def cpu_per_scrape(
@@ -81,24 +101,33 @@ def main(argv: Sequence[str] | None = None) -> int:
     disable_created_metrics()  # type: ignore[no-untyped-call]  # as wirelab.serving does
     a = parser("wirelab perf scrape-cost", __doc__, "WIRELAB_SCRAPE").parse_args(argv)
     pages: dict[str, str] = {}
+    # Every call of a service with exemplars kept is sampled: each bucket a call reached has one.
+    sampled = SAMPLED.set(Sampled("4bf92f3577b34da6a3ce929d0e0e4736"))
     for protocol in EDGE_PROTOCOLS:
-        registry = CollectorRegistry()
+        registry, traced = CollectorRegistry(), CollectorRegistry()
         metrics = ServerMetrics(protocol, registry, "async")
+        with_exemplars = ServerMetrics(protocol, traced, "async")
+        with_exemplars.keep_exemplars()
         _calls(metrics)
         page = generate_latest(registry)
         samples = sum(1 for line in page.splitlines() if not line.startswith(b"#"))
-        renders: tuple[tuple[str, Callable[[], bytes]], ...] = (
-            ("served", TextPage(registry)),
-            ("text 0.0.4", lambda: generate_latest(registry)),  # noqa: B023 (used in the loop)
-            ("OpenMetrics", lambda: openmetrics(registry)),  # type: ignore[no-untyped-call]  # noqa: B023
+        renders: tuple[tuple[str, ServerMetrics, Callable[[], bytes]], ...] = (
+            ("served", metrics, TextPage(registry)),
+            ("text 0.0.4", metrics, lambda: generate_latest(registry)),  # noqa: B023 (used in the loop)
+            ("OpenMetrics", metrics, lambda: openmetrics(registry)),  # type: ignore[no-untyped-call]  # noqa: B023
+            ("served OpenMetrics, exemplars", with_exemplars, TextPage(traced, openmetrics=True)),
+            ("OpenMetrics, exemplars", with_exemplars, lambda: openmetrics(traced)),  # type: ignore[no-untyped-call]  # noqa: B023
         )
-        for fmt, render in renders:
-            cost = cpu_per_scrape(render, metrics, a.scrapes, a.rounds)
+        for fmt, measured, render in renders:
+            cost = cpu_per_scrape(render, measured, a.scrapes, a.rounds)
             print(
                 f"{protocol:4} {samples} samples, {len(page):,} B: {fmt:11} "
                 f"{cost * 1000:.2f} ms of CPU per scrape, {cost * 100:.2f} % of a core at 1 s"
             )
         pages[protocol] = page.decode()
+    SAMPLED.reset(sampled)
+    flush = cpu_per_flush(16_000, 20, a.rounds)
+    print(f"a flush of 16,000 queued unary calls: {flush * 1000:.2f} ms of CPU per flush")
     pages["locust"] = _locust_page()
     reads = max(1, a.scrapes // 10)
     for name, text in pages.items():

@@ -7,6 +7,7 @@ from typing import cast
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from wirelab.contract import CALLS, CLIENT, CLIENT_OUTCOMES
+from wirelab.metrics import SAMPLED
 
 KIND = "unary"  # a hop relays orders: ProcessOrder, the request-response kind
 
@@ -17,7 +18,8 @@ class Outgoing:
     prometheus_client's own ``inc``/``observe``, not the server's batching queue: the outgoing
     call it measures costs milliseconds of CPU (`wirelab perf hop`: a REST hop
     3.4 ms, a gRPC hop 1.6 ms per call, docs/topologies.md), against which the microseconds the
-    queue saves the server's hot path would not show.
+    queue saves the server's hot path would not show. So is reading the trace of a sampled order
+    (wirelab.metrics.SAMPLED, None with traces off), its duration's exemplar.
     """
 
     def __init__(self, families: Families | None, protocol: str, peer: str) -> None:
@@ -42,7 +44,11 @@ class Outgoing:
         if self._requests is None:
             return
         self._requests[outcome].inc()
-        self._duration.observe(seconds)
+        sampled = SAMPLED.get()
+        if sampled is None or sampled.trace_id is None:
+            self._duration.observe(seconds)
+        else:
+            self._duration.observe(seconds, {"trace_id": sampled.trace_id})
         self._sent.observe(sent)
         self._messages_sent.inc()
         if received is not None:

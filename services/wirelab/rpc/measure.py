@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 import grpc
 import grpc.aio
 
-from wirelab.metrics import ServerMetrics
+from wirelab.metrics import Call, ServerMetrics
 from wirelab.rpc.kinds import METHOD_KINDS, UNMEASURED_PREFIXES
 
 # grpc's classes are generic only in the stubs; at runtime they cannot be subscripted.
@@ -131,6 +131,11 @@ class MeasuredMethods(ABC):
     def __init__(self, metrics: ServerMetrics, receipts: Receipts) -> None:
         self.metrics = metrics
         self.receipts = receipts  # how Upload's behaviour reads its message
+        # How a measured method's call begins: with exemplars kept (traces on), a call that
+        # carries its trace to the record grpc makes in a done callback, outside its context.
+        self.start: Callable[[str, float], Call] = (
+            metrics.start_traced if metrics.exemplars else metrics.start
+        )
 
     @abstractmethod
     def unknown_method(self, *args: Any) -> Any:

@@ -11,7 +11,7 @@ import grpc
 import grpc.aio
 
 from wirelab.contract import OTHER_KIND
-from wirelab.metrics import FLUSH_MASK, Call, KindInstruments, Record
+from wirelab.metrics import FLUSH_MASK, Call, KindInstruments, Record, carried, opened
 from wirelab.rpc.kinds import Recorded, abandoned, error_outcome, ok_outcome
 from wirelab.rpc.measure import (
     READS_ITS_MESSAGE,
@@ -78,6 +78,22 @@ class _OneToOne:
         )  # fmt: skip
 
 
+class _TracedOneToOne(_OneToOne):
+    """A _OneToOne of a traced service (exemplars kept): as metrics.TracedCall, it opens the
+    Sampled a kept span of its trace fills and carries it to the done callback's record."""
+
+    __slots__ = ("sampled",)
+
+    def __init__(
+        self, bound: KindInstruments, enqueue: Callable[[Record], None], started: float, size: int
+    ) -> None:
+        super().__init__(bound, enqueue, started, size)
+        self.sampled = opened()
+
+    def done(self, context: Any) -> None:
+        carried(self.sampled, super().done, context)
+
+
 class AioMeasuredMethods(MeasuredMethods):
     def arrived(self, handler: Handler) -> Handler:
         _ARRIVED.set(time.perf_counter())
@@ -99,12 +115,13 @@ class AioMeasuredMethods(MeasuredMethods):
         enqueue = metrics.enqueue
         arrival = _ARRIVED.get
         read = self.receipts.read
+        measured = _TracedOneToOne if metrics.exemplars else _OneToOne
 
         async def one_reply(request: Any, context: Any) -> Any:
             arrived = bound.arrived = bound.arrived + 1
             if not arrived & FLUSH_MASK:  # bounds the queue between scrapes
                 metrics.flush()
-            call = _OneToOne(bound, enqueue, arrival(), 0)
+            call = measured(bound, enqueue, arrival(), 0)
             context.add_done_callback(call.done)
             try:
                 # The raw message: intake.py decodes it inside ``unary``.
@@ -127,7 +144,7 @@ class AioMeasuredMethods(MeasuredMethods):
             await context.abort(grpc.StatusCode.UNIMPLEMENTED, "Method not found!")
 
     def wrap(self, handler: Handler, kind: str) -> Handler:
-        start = self.metrics.start
+        start = self.start
         arrival = _ARRIVED.get
         if handler.unary_unary is not None:
             reads = kind in READS_ITS_MESSAGE

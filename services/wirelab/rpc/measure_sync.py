@@ -64,7 +64,7 @@ class SyncMeasuredMethods(MeasuredMethods):
         yield b""  # never reached (abort raises); the yield makes this a streaming behaviour
 
     def wrap(self, handler: Handler, kind: str) -> Handler:
-        start = self.metrics.start
+        start = self.start
         streaming_in = handler.request_streaming
         reads = kind in READS_ITS_MESSAGE
         read = self.receipts.read_sync

@@ -105,6 +105,7 @@ def start(
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
     from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
 
+    from wirelab.traces.exemplars import SampledTraceIds
     from wirelab.traces.labels import LabLabels
     from wirelab.traces.spans import DrawnIds, Starter
 
@@ -115,6 +116,7 @@ def start(
     ids = DrawnIds()
     provider = TracerProvider(resource=resource, sampler=sampler, id_generator=ids)
     provider.add_span_processor(LabLabels(labels, kind_of))
+    provider.add_span_processor(SampledTraceIds())  # the latency histograms' exemplars
     if exporter is None:
         from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 

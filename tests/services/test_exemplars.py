@@ -1,0 +1,285 @@
+"""Exemplars (docs/traces.md#exemplars): with traces on, the server's duration histogram and a
+relay's client histogram carry the trace id of each sampled call on the bucket the call fell in,
+in the OpenMetrics page only; unsampled calls and services with traces off carry none."""
+
+from __future__ import annotations
+
+import socket
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import grpc
+import httpx
+import pytest
+from prometheus_client import CollectorRegistry, Histogram, disable_created_metrics
+from prometheus_client import metrics as library_metrics
+from prometheus_client.openmetrics.exposition import generate_latest as openmetrics_latest
+from prometheus_client.openmetrics.parser import text_string_to_metric_families
+from wirelab import exposition
+from wirelab.hops import build_relay
+from wirelab.metrics import SAMPLED, Sampled, ServerMetrics
+from wirelab.rest.app import create_app
+from wirelab.rpc.server import build_aio, build_sync
+from wirelab.settings import Settings
+from wirelab.v1 import wirelab_pb2 as pb
+from wirelab.v1 import wirelab_pb2_grpc as pb_grpc
+
+from tests.services.conftest import settings
+from tests.services.served import in_thread
+from tests.services.test_amqp import ORDER
+from tests.services.test_exposition import _exercised
+from tests.services.test_traces import ALWAYS, PARENT, UNSAMPLED, Traced, _order
+
+DURATION = "wirelab_server_request_duration_seconds"
+CLIENT_DURATION = "wirelab_client_request_duration_seconds"
+# What Prometheus 3.14 sends by default (config.DefaultScrapeProtocols).
+PROMETHEUS_ACCEPT = (
+    "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;"
+    "q=0.75,text/plain;version=1.0.0;escaping=allow-utf-8;q=0.5,text/plain;version=0.0.4;"
+    "q=0.25,*/*;q=0.1"
+)
+TRACE_ID = PARENT.split("-")[1]
+
+
+@pytest.fixture(autouse=True)
+def no_created_samples(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As the services run (wirelab.serving): no _created samples; restored afterwards."""
+    monkeypatch.setattr(library_metrics, "_use_created", library_metrics._use_created)
+    disable_created_metrics()  # type: ignore[no-untyped-call]
+
+
+def exemplars(registry: CollectorRegistry, family: str) -> list[tuple[dict[str, str], Any]]:
+    """(labels, exemplar) of every bucket of ``family`` that has one, read back from the
+    OpenMetrics page as Prometheus reads it; each checked to lie in its bucket, the first one
+    whose count the call raised."""
+    page = exposition.page(registry, openmetrics=True)().decode()
+    found = []
+    for metric in text_string_to_metric_families(page):  # type: ignore[no-untyped-call]
+        if metric.name != family:
+            continue
+        below: dict[tuple[Any, ...], tuple[float, float]] = {}
+        for sample in metric.samples:
+            if not sample.name.endswith("_bucket"):
+                continue
+            series = tuple(sorted((k, v) for k, v in sample.labels.items() if k != "le"))
+            lower, count_below = below.get(series, (0.0, 0.0))
+            le = float(sample.labels["le"])
+            if sample.exemplar is not None:
+                assert lower < sample.exemplar.value <= le or sample.exemplar.value == 0.0
+                assert sample.value > count_below  # a call was counted in this bucket
+                found.append((sample.labels, sample.exemplar))
+            below[series] = (le, sample.value)
+    return found
+
+
+def trace_ids(registry: CollectorRegistry, family: str = DURATION) -> list[str]:
+    return [e.labels["trace_id"] for _, e in exemplars(registry, family)]
+
+
+@contextmanager
+def current(trace_id: str | None) -> Iterator[None]:
+    """A call's Sampled (``trace_id`` None: its trace was not kept), current in the block."""
+    token = SAMPLED.set(Sampled(trace_id))
+    try:
+        yield
+    finally:
+        SAMPLED.reset(token)
+
+
+def traced_metrics(protocol: str, mode: str) -> tuple[ServerMetrics, CollectorRegistry]:
+    registry = CollectorRegistry()
+    metrics = ServerMetrics(protocol, registry, mode)
+    metrics.keep_exemplars()  # as wirelab.serving.instruments does with traces on
+    return metrics, registry
+
+
+# The metrics alone -------------------------------------------------------------------------
+
+
+def test_a_sampled_call_is_its_buckets_exemplar_and_others_leave_it() -> None:
+    metrics, registry = traced_metrics("grpc", "aio")
+    with current(TRACE_ID):  # a duration past every bound: the +Inf bucket
+        metrics.start("unary", started=0.0).finish("ok", "OK")
+    metrics.start("unary").finish("ok", "OK")  # no trace in this context: no exemplar
+    with current(None):  # a call whose trace was not kept
+        metrics.start("unary").finish("ok", "OK")
+    ((labels, exemplar),) = exemplars(registry, DURATION)
+    assert labels["le"] == "+Inf" and labels["kind"] == "unary"
+    assert exemplar.labels == {"trace_id": TRACE_ID} and exemplar.timestamp is not None
+
+
+def test_without_exemplars_kept_no_call_carries_one() -> None:
+    registry = CollectorRegistry()
+    metrics = ServerMetrics("rest", registry, "async")
+    with current(TRACE_ID):
+        metrics.start("unary").finish("ok", "200")
+    assert metrics.enqueue == metrics._queue.extend  # the calls' path as it always was
+    assert trace_ids(registry) == []
+
+
+def test_the_openmetrics_page_is_the_librarys_with_its_exemplars() -> None:
+    m, registry = _exercised("rest")
+    m.keep_exemplars()
+    with current(TRACE_ID):
+        m.start("upload").finish("ok", "200")
+    Histogram("wirelab_h", "a histogram", registry=registry).observe(0.2, {"trace_id": "ab"})
+    page = exposition.TextPage(registry, openmetrics=True)
+    assert page() + b"# EOF\n" == openmetrics_latest(registry)  # type: ignore[no-untyped-call]
+    assert b' # {trace_id="' + TRACE_ID.encode() + b'"} ' in page()
+    assert b"# {" not in exposition.TextPage(registry)()  # the text format has no exemplars
+
+
+# The endpoint ------------------------------------------------------------------------------
+
+
+def _serve(registry: CollectorRegistry, openmetrics: bool) -> tuple[Any, str]:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = exposition.start_server("127.0.0.1", port, registry, openmetrics=openmetrics)
+    return server, f"http://127.0.0.1:{port}/metrics"
+
+
+def _get(url: str, accept: str) -> tuple[str, str]:
+    request = urllib.request.Request(url, headers={"Accept": accept})
+    with urllib.request.urlopen(request, timeout=10) as reply:
+        return reply.headers["Content-Type"], reply.read().decode()
+
+
+@pytest.mark.parametrize("traces", [True, False])
+def test_the_endpoint_serves_openmetrics_to_prometheus_only_with_traces_on(traces: bool) -> None:
+    metrics, registry = traced_metrics("rest", "async")
+    with current(TRACE_ID):
+        metrics.start("unary").finish("ok", "200")
+    server, url = _serve(registry, traces)
+    try:
+        kind, page = _get(url, PROMETHEUS_ACCEPT)
+        plain_kind, plain = _get(url, "text/plain;version=0.0.4")
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert plain_kind == exposition.CONTENT_TYPE and "# {" not in plain
+    if not traces:
+        assert kind == exposition.CONTENT_TYPE and "# {" not in page
+        return
+    assert kind == exposition.OPENMETRICS_CONTENT_TYPE
+    assert page.endswith("# EOF\n") and page.count("# EOF") == 1
+    assert f'# {{trace_id="{TRACE_ID}"}}' in page
+    assert "process_cpu_seconds" in page  # the default registry's collectors follow
+
+
+@pytest.mark.parametrize(
+    ("accept", "asks"),
+    [
+        (PROMETHEUS_ACCEPT, True),
+        ("application/openmetrics-text", True),
+        ("application/openmetrics-text; version=0.0.1", False),
+        ("text/plain;version=0.0.4;q=0.25,*/*;q=0.1", False),
+        ("", False),
+    ],
+)
+def test_openmetrics_is_what_the_accept_header_asks_for(accept: str, asks: bool) -> None:
+    assert exposition.asks_openmetrics(accept) is asks
+
+
+# The services, traced at ratio 1 -----------------------------------------------------------
+
+ORDER_JSON = {"order_id": "o-1", "items": [{"sku": "a", "quantity": 1, "unit_price_cents": 1}]}
+
+
+def _rest_orders(url: str, *headers: dict[str, str]) -> None:
+    with httpx.Client(base_url=url, timeout=10) as client:  # one keep-alive connection
+        for each in headers:
+            answered = client.post("/v1/orders", json={"order": ORDER_JSON}, headers=each)
+            assert answered.status_code == 200, answered.text
+
+
+def test_rest_orders_carry_their_trace_and_an_unsampled_one_none() -> None:
+    config = settings(**ALWAYS)
+    metrics, registry = traced_metrics("rest", "async")
+    traced = Traced(config, "rest", "rest")
+    with in_thread(create_app(config, metrics, traced.tracing)) as url:
+        _rest_orders(url, {"traceparent": PARENT})
+        one = trace_ids(registry)
+        _rest_orders(url, *[{"traceparent": UNSAMPLED}] * 20)
+    assert one == [TRACE_ID]
+    assert trace_ids(registry) == [TRACE_ID]  # 20 unsampled orders later, still the one
+
+
+def test_a_rest_relays_client_histogram_carries_the_orders_trace() -> None:
+    b = Traced(settings(**ALWAYS), "rest", "rest-b")
+    with in_thread(create_app(settings(**ALWAYS), None, b.tracing)) as b_url:
+        config = settings(**ALWAYS, downstream=(b_url,))
+        metrics, registry = traced_metrics("rest", "async")
+        a = Traced(config, "rest", "rest")
+        with in_thread(create_app(config, metrics, a.tracing)) as a_url:
+            _rest_orders(a_url, {"traceparent": PARENT}, {"traceparent": UNSAMPLED})
+    assert trace_ids(registry) == [TRACE_ID]
+    assert trace_ids(registry, CLIENT_DURATION) == [TRACE_ID]
+
+
+async def _grpc_service(config: Settings, traced: Traced, registry: CollectorRegistry) -> Any:
+    metrics = ServerMetrics("grpc", registry, "aio")
+    metrics.keep_exemplars()
+    relay = build_relay(config, "grpc", registry, traced.tracing)
+    server, _, port = await build_aio(config, metrics, 0, relay, traced.tracing)
+    await server.start()
+    return server, relay, f"grpc://127.0.0.1:{port}"
+
+
+async def test_grpc_calls_carry_their_trace_though_grpc_records_them_elsewhere() -> None:
+    """The one-message path (ProcessOrder) and the general one (StreamMessages), each recorded
+    in grpc's done callback, outside the call's context."""
+    config, registry = settings(**ALWAYS), CollectorRegistry()
+    server, _, url = await _grpc_service(config, Traced(config, "grpc", "grpc"), registry)
+    try:
+        await _order(url, (("traceparent", PARENT),))
+        for _ in range(5):
+            await _order(url, (("traceparent", UNSAMPLED),))
+        async with grpc.aio.insecure_channel(url.removeprefix("grpc://")) as channel:
+            stub: Any = pb_grpc.WireLabStub(channel)
+            call = stub.StreamMessages(
+                pb.StreamRequest(count=2, size=8), metadata=[("traceparent", PARENT)]
+            )
+            assert len([m async for m in call]) == 2
+    finally:
+        await server.stop(0)
+    kinds = {labels["kind"]: e.labels["trace_id"] for labels, e in exemplars(registry, DURATION)}
+    assert kinds == {"unary": TRACE_ID, "server_stream": TRACE_ID}
+
+
+async def test_a_grpc_relays_client_histogram_carries_the_orders_trace() -> None:
+    b_config = settings(**ALWAYS)
+    b_server, _, b_url = await _grpc_service(
+        b_config, Traced(b_config, "grpc", "grpc-b"), CollectorRegistry()
+    )
+    config, registry = settings(**ALWAYS, downstream=(b_url,)), CollectorRegistry()
+    server, relay, url = await _grpc_service(config, Traced(config, "grpc", "grpc"), registry)
+    try:
+        await _order(url, (("traceparent", PARENT),))
+        await _order(url, (("traceparent", UNSAMPLED),))
+    finally:
+        await server.stop(0)
+        await relay.close()
+        await b_server.stop(0)
+    assert trace_ids(registry) == [TRACE_ID]
+    assert trace_ids(registry, CLIENT_DURATION) == [TRACE_ID]
+
+
+def test_the_thread_pool_servers_calls_carry_their_trace() -> None:
+    config, registry = settings(**ALWAYS, grpc_server="sync"), CollectorRegistry()
+    metrics = ServerMetrics("grpc", registry, "sync")
+    metrics.keep_exemplars()
+    server, _, port = build_sync(config, metrics, 0, Traced(config, "grpc", "grpc").tracing)
+    server.start()
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            stub: Any = pb_grpc.WireLabStub(channel)
+            request = pb.OrderRequest(order=ORDER.order, count_words=True)
+            for parent in (PARENT, *[UNSAMPLED] * 5):
+                stub.ProcessOrder(request, timeout=10, metadata=[("traceparent", parent)])
+    finally:
+        server.stop(0)
+    assert trace_ids(registry) == [TRACE_ID]
