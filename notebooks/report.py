@@ -37,7 +37,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from wirelab.contract import EDGE_PROTOCOLS, STREAM_KINDS
 from wirelab.contract.table import value
-from wirelab_bench import independence, repeatability
+from wirelab_bench import independence, repeatability, waterfall
 from wirelab_bench.claims import (
     confirmed_orders,
     http2_split,
@@ -774,6 +774,83 @@ def ran_out(part: pd.DataFrame) -> None:
         )
 
 
+# A run's traces (docs/traces.md): captured from Jaeger per cell when the lab had them on.
+TRACING = manifest.get("traces") or {}
+TRACES = waterfall.load(RUN)
+SPAN_COLORS = ["tab:purple", "tab:brown", "tab:pink", "tab:olive", "tab:gray", "tab:red"]
+
+
+def span_color(service: str) -> str:
+    """An arm's edge in its colour; each other service in one of its own, stable by name."""
+    if service in COLORS:
+        return COLORS[service]
+    return SPAN_COLORS[sum(map(ord, service)) % len(SPAN_COLORS)]
+
+
+def pooled_buckets(cells: pd.Series, side: str) -> list[tuple[float, float]]:
+    """The cells' duration histogram of ``side`` (server: the edge's; hop: its calls), summed."""
+    if hist.empty:
+        return []
+    h = hist[(hist.side == side) & (hist.metric == "duration") & hist.cell_id.isin(cells)]
+    summed = h.groupby("le")["count"].sum().sort_index()
+    return [(float(le), float(n)) for le, n in summed.items()]
+
+
+def sampled(found: int, cells: pd.DataFrame, docs: list[dict[str, Any]]) -> str:
+    """How many orders were traced, of how many, at which ratio, and what was left out."""
+    served = float((cells.server_requests_per_s * cells.window_s).sum())
+    ratio = TRACING.get("ratio")
+    told = ratio if ratio is not None else f"unknown ({TRACING.get('source')})"
+    said = (f"{found} traced orders of the {served:.0f} the edge served in these windows "
+            f"({found / served:.3f} of them; the lab's sampling ratio {told})")  # fmt: skip
+    if any(d.get("truncated") for d in docs):
+        limit = docs[0].get("limit")
+        said += f"; Jaeger's answer reached its limit ({limit} per cell): the windows' latest"
+    if rootless := sum(int(d.get("rootless") or 0) for d in docs):
+        said += f"; {rootless} trace(s) without the edge's span left out"
+    return said
+
+
+def hop_by_hop(name: str, part: pd.DataFrame) -> None:
+    """Per arm and load: a median and a p99 order drawn span by span from the cells' traces,
+    and the traces against the edge's server and hop histograms."""
+    say("#### Hop by hop: a median and a p99 order (traces from Jaeger)")
+    if not TRACING.get("captured"):
+        why = TRACING.get("reason") or "the run recorded no trace capture"
+        say(f"Traces were not captured: {why}.")
+        return
+    for (proto, users), cells in part.groupby(["protocol", "users"]):
+        docs = [TRACES[c] for c in cells.cell_id if c in TRACES]
+        found = [o for d in docs for o in waterfall.orders(d)]
+        counted = sampled(len(found), cells, docs)
+        say(f"**{proto}, {int(users)} users** (repetitions pooled): {counted}.")
+        if not found:
+            continue
+        picks = waterfall.pick(found)
+        server, hop = pooled_buckets(cells.cell_id, "server"), pooled_buckets(cells.cell_id, "hop")
+        shown = (("median", 0.5, picks.median), ("p99", 0.99, picks.p99))
+        drawn = [(which, q, o) for which, q, o in shown if o is not None]
+        rows = sum(len(o.spans) for _, _, o in drawn)
+        fig, axes = plt.subplots(len(drawn), 1, figsize=(9, 0.9 + 0.32 * rows), squeeze=False)
+        for ax, (which, _, order) in zip(axes.flat, drawn, strict=True):
+            rank = f", rank {picks.p99_rank} of {picks.count}" if which == "p99" else ""
+            title = f"{name}, {proto}, {int(users)} users: the {which} order{rank}"
+            waterfall.draw(ax, order, title, span_color)
+        fig.tight_layout()
+        save(fig, f"waterfall_{name}_{proto}_{int(users)}")
+        if picks.p99 is None:
+            say(f"With {picks.count} traced orders (under {waterfall.MIN_FOR_P99}) a p99 order "
+                "is not meaningful: only the median is drawn, and compared.")  # fmt: skip
+        for which, q, order in drawn:
+            say(waterfall.picked(order, which, q, server, hop))
+        compared = [c.row() for c in waterfall.checks(found, server, hop)]
+        if compared:
+            say("All traced orders against the histograms of the same windows (the traces' "
+                "nearest rank; the histogram's quantile interpolated in its bucket):")  # fmt: skip
+            with pd.option_context("display.max_colwidth", None):
+                display(pd.DataFrame(compared))
+
+
 in_run = set(tidy["topology"]) if HAVE and "topology" in tidy else set()
 TOPOLOGIES = sorted(in_run - {"one-hop"})
 if not TOPOLOGIES:
@@ -877,6 +954,7 @@ def topology_section(name: str) -> None:
         say("Each hop replica's share of the orders its service served (repetitions summed):")
         display(pd.DataFrame({"orders": served, "share %": share.round(1)}))
     ran_out(part)
+    hop_by_hop(name, part)
     say(against_study(name, part))
 
 

@@ -109,6 +109,24 @@ def docker_info(project: str) -> dict[str, Any]:
     return {"version": version, "images": images}
 
 
+def service_env(project: str, service: str) -> dict[str, str] | None:
+    """The environment of a running container of compose service ``service`` of ``project``
+    (what it was started with: WIRELAB_TRACES, ...); None where no docker CLI or container can
+    tell, as inside the lab's own network."""
+    if shutil.which("docker") is None:
+        return None
+    try:
+        found = _run(["docker", "ps", "-q",
+                      "--filter", f"label={COMPOSE_PROJECT_LABEL}={project}",
+                      "--filter", f"label={COMPOSE_SERVICE_LABEL}={service}"]).split()  # fmt: skip
+        if not found:
+            return None
+        env = json.loads(_run(["docker", "inspect", "--format", "{{json .Config.Env}}", found[0]]))
+    except (OSError, subprocess.SubprocessError, ValueError):
+        return None
+    return dict(item.split("=", 1) for item in env or [] if "=" in item)
+
+
 def stack_info(stack: str) -> dict[str, Any] | None:
     """Per service of Swarm stack ``stack`` (make swarm), its image and the nodes its running
     tasks are on, and each node's cores, memory and wirelab roles; None when there is no such

@@ -11,8 +11,9 @@ from typing import Any
 
 import httpx
 from wirelab.contract import ARM_EDGES, ARMS
+from wirelab.contract.table import value
 
-from wirelab_bench import environment
+from wirelab_bench import environment, jaeger
 from wirelab_bench.cell import Lab, measure
 from wirelab_bench.cellcost import cell_cost
 from wirelab_bench.health import load_path_verdict, wait_healthy
@@ -24,7 +25,7 @@ from wirelab_bench.prom import Prometheus
 from wirelab_bench.results import MANIFEST, new_run_dir, write_json, write_tables
 from wirelab_bench.scenario import Cell, Scenario
 from wirelab_bench.scrape import probe, scrape
-from wirelab_bench.tidy import build_row
+from wirelab_bench.tidy import build_row, service_of
 from wirelab_bench.tidy_hops import container_rows, replica_rows
 from wirelab_bench.topology import ONE_HOP, TopologyError, edge_peers, refusal
 
@@ -191,6 +192,8 @@ def run(scenario: Scenario, knobs: Knobs) -> tuple[int, Path]:
         phase = "topology"
         _wait_healthy(knobs, arms)
         manifest["topology"] = _topology(scenario, lab, arms, progress)
+        traces = _traces(knobs, scenario, progress)
+        manifest["traces"] = traces.setting
         if needed := scenario.networks():
             phase = "network"
             amqp = any(
@@ -226,6 +229,8 @@ def run(scenario: Scenario, knobs: Knobs) -> tuple[int, Path]:
                 progress.show(c.index, _label(c), step, step_left, run_left)
 
             window, cell_hist = measure(cell, lab, run_dir, tick)
+            end = window.started_at + window.seconds
+            traces.cell(cell.cell_id, service_of(cell), window.started_at, end, run_dir)
             profile = network.profiles.get(cell.group.network) if network else None
             hops = network.profiles.get(cell.group.hops_network) if network else None
             # Unread (no scrape, no Prometheus): the floor assumes one work after another.
@@ -280,6 +285,16 @@ def run(scenario: Scenario, knobs: Knobs) -> tuple[int, Path]:
         f" phases), exit {code}: {run_dir}"
     )
     return code, run_dir
+
+
+def _traces(knobs: Knobs, scenario: Scenario, progress: Progress) -> jaeger.Recorder:
+    """Whether and where each cell's traces are captured (docs/traces.md): read from the first
+    edge's environment, where the runner can see it (a docker CLI on the lab's host)."""
+    edge = service_of(scenario.cells()[0])
+    env = environment.service_env(knobs.compose_project, edge)
+    setting = jaeger.setting(env, float(value("WIRELAB_TRACE_SAMPLE_RATIO")), edge)
+    topology_run = scenario.topology != ONE_HOP
+    return jaeger.Recorder(knobs.jaeger_url, setting, topology_run, progress.message)
 
 
 def _wait_healthy(knobs: Knobs, arms: dict[str, tuple[str, ...]]) -> None:

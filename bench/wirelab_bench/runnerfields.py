@@ -41,3 +41,4 @@ class Knobs:
     net_node_rest_url: str
     net_node_grpc_target: str
     net_amqp_target: str
+    jaeger_url: str
