@@ -41,6 +41,19 @@ CLIENT_TTFM = (
 INTERVALS = ["15s", "30s", "1m", "2m", "5m"]
 
 
+SERVER_BUCKETS = "wirelab_server_request_duration_seconds_bucket"
+CLIENT_BUCKETS = "wirelab_client_request_duration_seconds_bucket"
+
+
+def exemplars(*selections: str) -> Q:
+    """A latency panel's sampled calls (docs/traces.md#exemplars): Grafana asks Prometheus for
+    the exemplars of the series a target selects, and only the services' raw duration buckets
+    (``selections``, e.g. ``SERVER_BUCKETS + '{kind="unary"}'``) have any, not the recording
+    rules the panels' lines read. The expression itself draws nothing (a bucket count is never
+    negative): the target is there for its selectors."""
+    return Q(" or ".join(f"{s} < 0" for s in selections), "sampled call", exemplar=True)
+
+
 def quantiles(record: str, selector: str, legend: str) -> list[Q]:
     return [Q(f'{record}{{{selector}, quantile="{q}"}}', f"{legend} {p}") for q, p in QUANTILES]
 

@@ -49,6 +49,9 @@ class Q:
     expr: str
     legend: str = ""
     instant: bool = False
+    # Also ask Prometheus for the exemplars of the series ``expr`` selects: sampled calls' trace
+    # ids, which the datasource links to Jaeger (provisioning/datasources/prometheus.yml).
+    exemplar: bool = False
 
 
 def _targets(queries: list[Q], fmt: str = "time_series") -> list[Json]:
@@ -62,6 +65,7 @@ def _targets(queries: list[Q], fmt: str = "time_series") -> list[Json]:
             "instant": q.instant,
             "format": fmt,
             "editorMode": "code",
+            **({"exemplar": True} if q.exemplar else {}),
         }
         for i, q in enumerate(queries)
     ]
@@ -193,9 +197,10 @@ def table(title: str, description: str, queries: list[Q], units: dict[str, str])
 
 
 def heatmap(title: str, description: str, expr: str, *, w: int = 8, h: int = 8) -> Json:
-    """A latency distribution from Prometheus' own buckets (no re-bucketing in the browser)."""
+    """A latency distribution from Prometheus' own buckets (no re-bucketing in the browser),
+    with the exemplars of those buckets: sampled calls, linked to their traces."""
     panel = _panel("heatmap", title, description, w, h)
-    panel["targets"] = _targets([Q(expr, "{{le}}")], "heatmap")
+    panel["targets"] = _targets([Q(expr, "{{le}}", exemplar=True)], "heatmap")
     panel["fieldConfig"] = {"defaults": {}, "overrides": []}
     panel["options"] = {
         "calculate": False,

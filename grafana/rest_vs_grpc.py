@@ -10,12 +10,14 @@ from grafana.board import (
     KINDS,
     RUNTIME,
     RUNTIMES,
+    SERVER_BUCKETS,
     SERVER_LATENCY,
     SERVER_TTFM,
     STREAMS,
     Dashboard,
     choice_variable,
     custom_variable,
+    exemplars,
     quantiles,
 )
 from grafana.panels import Q, heatmap, row, stat, text, timeseries
@@ -155,8 +157,12 @@ def rest_vs_grpc() -> Dashboard:
             "Latency, server side",
             "p50/p95/p99 of the whole call inside the service, "
             "request arrival to last byte sent (histogram_quantile over 30 s of "
-            "wirelab_server_request_duration_seconds_bucket, every outcome).",
-            quantiles(SERVER_LATENCY, SERVER, "{{protocol}}"),
+            "wirelab_server_request_duration_seconds_bucket, every outcome); with traces on, "
+            "the sampled calls as points, each linked to its trace in Jaeger.",
+            [
+                *quantiles(SERVER_LATENCY, SERVER, "{{protocol}}"),
+                exemplars(f"{SERVER_BUCKETS}{{{EDGE}, {SERVER}}}"),
+            ],
             "s",
         ),
         timeseries(

@@ -6,7 +6,16 @@ from collections.abc import Callable
 
 from wirelab.contract import EDGE_PROTOCOLS
 
-from grafana.board import INTERVALS, QUANTILES, Dashboard, interval_variable, quantiles
+from grafana.board import (
+    CLIENT_BUCKETS,
+    INTERVALS,
+    QUANTILES,
+    SERVER_BUCKETS,
+    Dashboard,
+    exemplars,
+    interval_variable,
+    quantiles,
+)
 from grafana.panels import Json, Q, row, text, timeseries
 
 SERVER_LATENCY = (
@@ -50,10 +59,12 @@ def _edge_latency(protocol: str) -> Json:
         f"End-to-end latency, {NAMES[protocol]}",
         "Orders (ProcessOrder) p50/p95/p99 over 30 s: as Locust timed them (client, dashed: "
         "network, the edge and every hop behind it) and inside the edge service (edge: request "
-        "arrival to reply, its downstream calls included).",
+        "arrival to reply, its downstream calls included); with traces on, the edge's sampled "
+        "orders as points, each linked to its trace in Jaeger.",
         [
             *quantiles(CLIENT_LATENCY, client, f"{protocol} client"),
             *quantiles(SERVER_LATENCY, server, f"{protocol} edge"),
+            exemplars(f'{SERVER_BUCKETS}{{{server}, kind="unary"}}'),
         ],
         "s",
         w=12,
@@ -93,10 +104,17 @@ def _time_per_hop(protocol: str) -> Json:
         f"Time per hop, {NAMES[protocol]}",
         "Server-side duration of an order in each service, p50 solid, p95 dashed, p99 dotted "
         "(30 s). A service's time includes the calls it makes: the edge's covers every hop "
-        "behind it, a hop's the work it does.",
+        "behind it, a hop's the work it does. With traces on, sampled orders as points, each "
+        "linked to its trace in Jaeger.",
         [
-            Q(f'{SERVER_LATENCY}{{protocol="{protocol}", quantile="{q}"}}', f"{{{{service}}}} {p}")
-            for q, p in QUANTILES
+            *[
+                Q(
+                    f'{SERVER_LATENCY}{{protocol="{protocol}", quantile="{q}"}}',
+                    f"{{{{service}}}} {p}",
+                )
+                for q, p in QUANTILES
+            ],
+            exemplars(f'{SERVER_BUCKETS}{{protocol="{protocol}", kind="unary"}}'),
         ],
         "s",
         overrides=ROLES,
@@ -172,11 +190,14 @@ def _amqp_panels() -> list[Json]:
             "AMQP arm: end to end and per hop",
             "p50/p95/p99 over 30 s: the edge `amqp` (a gRPC service: request arrival to reply, "
             "all three hops included) and, per queue, its calls through the broker (publish with "
-            "confirm to reply: peer = the queue, named after its consumer).",
+            "confirm to reply: peer = the queue, named after its consumer). With traces on, "
+            "sampled orders as points, each linked to its trace in Jaeger.",
             [
                 *quantiles(SERVER_LATENCY, 'service="amqp"', "amqp edge"),
                 *[Q(f'{CLIENT_LATENCY}{{protocol="amqp", quantile="{q}"}}', f"{{{{peer}}}} {p}")
                   for q, p in QUANTILES],
+                exemplars(f'{SERVER_BUCKETS}{{service="amqp", kind="unary"}}',
+                          f'{CLIENT_BUCKETS}{{protocol="amqp", kind="unary"}}'),
             ],
             "s",
             overrides=AMQP_ROLES,
@@ -186,10 +207,12 @@ def _amqp_panels() -> list[Json]:
             "AMQP arm: consumers' time and transport per hop",
             "Each consumer's time per order, delivery to ack, p50 (30 s), and the transport "
             "of each hop: the edge's mean call minus the consumer's mean time, i.e. the broker "
-            "both ways, publisher confirms and the reply queue (wirelab_hop_transport_seconds).",
+            "both ways, publisher confirms and the reply queue (wirelab_hop_transport_seconds); "
+            "with traces on, sampled orders as points, each linked to its trace in Jaeger.",
             [
                 Q(f'{SERVER_LATENCY}{{protocol="amqp", quantile="0.5"}}', "{{service}} p50"),
                 Q(f'{TRANSPORT}{{protocol="amqp"}}', "{{peer}} transport"),
+                exemplars(f'{SERVER_BUCKETS}{{protocol="amqp", kind="unary"}}'),
             ],
             "s",
             overrides=AMQP_ROLES,

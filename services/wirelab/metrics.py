@@ -60,6 +60,9 @@ class Sampled:
         self.trace_id = trace_id
 
 
+# The exemplars' one label, as the Node.js services name it too and Grafana's Prometheus
+# datasource reads it to open the trace in Jaeger (grafana/provisioning/datasources).
+TRACE_ID_LABEL = "trace_id"
 # The current call's Sampled, read where its record is made to give the duration histogram an
 # exemplar; None without traces. A measured gRPC call opens its own (TracedCall), since grpc
 # records it in a done callback, outside the call's context.
@@ -290,7 +293,7 @@ class Buckets:
         set, atomic under the GIL, so any thread may note)."""
         if self.exemplars is None:
             self.exemplars = [None] * len(self.bounds)
-        exemplar = Exemplar({"trace_id": trace_id}, value, time.time())
+        exemplar = Exemplar({TRACE_ID_LABEL: trace_id}, value, time.time())
         self.exemplars[bisect.bisect_left(self.bounds, value)] = exemplar
 
     def observe(self, values: Sequence[float]) -> None:

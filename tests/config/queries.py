@@ -27,7 +27,9 @@ _SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
 class Query:
     """``expr`` is what Prometheus receives; ``template`` is the text as written at ``source``.
 
-    ``expect_data`` is False for alert conditions: they return series only while firing.
+    ``expect_data`` is False for alert conditions: they return series only while firing; and
+    for a latency panel's exemplars-only target (grafana.board.exemplars), whose expression
+    selects the raw buckets for Prometheus's exemplar query and draws nothing by design.
     ``needs`` names the topology whose series the query reads ("" for the one-hop lab, where the
     lab's e2e test runs it; ANY_TOPOLOGY or a topology's name, where the topology stage does), or
     the profile ("amqp", "node") whose test runs it.
@@ -116,7 +118,9 @@ def dashboard_queries(choose: Mapping[str, str] | None = None) -> list[Query]:
                     if repeat:
                         where += f" [{repeat}={copy}]"
                     expr = substitute(target["expr"], values)
-                    out.append(Query(where, expr, target["expr"], needs=_needs(panel["title"])))
+                    drawn = not (target.get("exemplar") and target["expr"].endswith(" < 0"))
+                    needs = _needs(panel["title"])
+                    out.append(Query(where, expr, target["expr"], drawn, needs))
     if unused:
         raise KeyError(f"no dashboard has the variables {sorted(unused)}")
     return out

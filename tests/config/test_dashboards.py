@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import configparser
 import json
+import re
 from pathlib import Path
 from typing import Any
 
+import promql_parser
 import pytest
 import yaml
+from wirelab.metrics import TRACE_ID_LABEL
 
 from grafana.build import render_all
 from tests.config.queries import REPO
@@ -101,3 +104,60 @@ def test_provisioning_points_at_the_mount_and_home_dashboard_exists() -> None:
     home = ini["dashboards"]["default_home_dashboard_path"]
     assert home.startswith(MOUNT + "/")
     assert BOARDS[Path(home).name]["uid"] == "wirelab-rest-vs-grpc"
+
+
+# The latency histograms whose buckets carry sampled calls' trace ids (docs/traces.md#exemplars):
+# the services' server histogram and their relays' client one. Locust's client series (the
+# Locust-only rules, or service="locust") carry none: Locust traces nothing.
+TRACED = ("wirelab_server_request_duration_seconds", "wirelab_client_request_duration_seconds")
+LOCUST_RULES = ("protocol_kind_quantile:", "generator_protocol_quantile:")
+
+
+def _names(expr: str) -> set[str]:
+    names: set[str] = set()
+
+    def visit(node: object) -> None:
+        if isinstance(node, promql_parser.VectorSelector) and node.name:
+            names.add(node.name)
+
+    # Grafana's variables as values: a range, else the name.
+    promql_parser.walk(
+        promql_parser.parse(re.sub(r"\[\$\w+\]", "[1m]", expr).replace("$", "")), visit
+    )
+    return names
+
+
+def _over_traced_calls(expr: str) -> bool:
+    if 'service="locust"' in expr:
+        return False
+    return any(h in n and not n.startswith(LOCUST_RULES) for n in _names(expr) for h in TRACED)
+
+
+def test_every_latency_panel_shows_its_sampled_calls_linked_to_jaeger() -> None:
+    """A panel over the services' latency asks Prometheus for the exemplars of their raw
+    buckets (the recording rules its lines read have none), and the Prometheus datasource
+    opens an exemplar's trace_id in the provisioned Jaeger datasource."""
+    latency = [
+        (name, panel)
+        for name, board in BOARDS.items()
+        for panel in board["panels"]
+        if any(_over_traced_calls(t["expr"]) for t in panel.get("targets", []))
+    ]
+    assert len(latency) >= 8, [p["title"] for _, p in latency]
+    raw = {f"{h}_bucket" for h in TRACED}
+    for name, panel in latency:
+        asking = [t for t in panel["targets"] if t.get("exemplar")]
+        assert asking, f"{name}: {panel['title']!r} asks for no exemplars"
+        for target in asking:
+            assert _names(target["expr"]) <= raw, f"{name}: {panel['title']!r} {target['expr']}"
+    sources = {
+        ds["uid"]: ds
+        for path in (PROVISIONING / "datasources").glob("*.yml")
+        for ds in yaml.safe_load(path.read_text())["datasources"]
+    }
+    assert (sources["jaeger"]["type"], sources["jaeger"]["url"]) == (
+        "jaeger",
+        "http://jaeger:16686",
+    )
+    destinations = sources["prometheus"]["jsonData"]["exemplarTraceIdDestinations"]
+    assert destinations == [{"name": TRACE_ID_LABEL, "datasourceUid": "jaeger"}]

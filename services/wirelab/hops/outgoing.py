@@ -7,7 +7,7 @@ from typing import cast
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from wirelab.contract import CALLS, CLIENT, CLIENT_OUTCOMES
-from wirelab.metrics import SAMPLED
+from wirelab.metrics import SAMPLED, TRACE_ID_LABEL
 
 KIND = "unary"  # a hop relays orders: ProcessOrder, the request-response kind
 
@@ -48,7 +48,7 @@ class Outgoing:
         if sampled is None or sampled.trace_id is None:
             self._duration.observe(seconds)
         else:
-            self._duration.observe(seconds, {"trace_id": sampled.trace_id})
+            self._duration.observe(seconds, {TRACE_ID_LABEL: sampled.trace_id})
         self._sent.observe(sent)
         self._messages_sent.inc()
         if received is not None:
