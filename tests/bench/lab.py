@@ -153,6 +153,7 @@ def running_prometheus(
             f"--config.file={config}",
             f"--storage.tsdb.path={folder / 'tsdb'}",
             f"--web.listen-address=127.0.0.1:{port}",
+            "--enable-feature=exemplar-storage",  # as compose starts the lab's
         ],
         stdout=(folder / "prometheus.log").open("wb"),
         stderr=subprocess.STDOUT,
