@@ -8,6 +8,7 @@ import socket
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -30,6 +31,7 @@ from tests.services.conftest import settings
 from tests.services.served import in_thread
 from tests.services.test_amqp import ORDER
 from tests.services.test_exposition import _exercised
+from tests.services.test_integration import free_port, start
 from tests.services.test_traces import ALWAYS, PARENT, UNSAMPLED, Traced, _order
 
 DURATION = "wirelab_server_request_duration_seconds"
@@ -283,3 +285,43 @@ def test_the_thread_pool_servers_calls_carry_their_trace() -> None:
     finally:
         server.stop(0)
     assert trace_ids(registry) == [TRACE_ID]
+
+
+# The REST service as it runs (uvicorn with the lab's protocol, or Granian over h2c) ------------
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("http", ["1.1", "2"])
+def test_the_rest_service_keeps_one_calls_trace_from_the_next_on_a_connection(
+    http: str, tmp_path: Path
+) -> None:
+    """The trace id a sampled order notes in its context must not reach the unsampled orders
+    after it on the same connection: each server runs a request in a context of its own."""
+    traced = {
+        "WIRELAB_REST_HTTP": http,
+        "WIRELAB_TRACES": "on",
+        "WIRELAB_TRACE_SAMPLE_RATIO": "1",
+        # Nothing listens there: the spans are dropped, the exemplars are what is checked.
+        "WIRELAB_TRACES_ENDPOINT": f"http://127.0.0.1:{free_port()}",
+    }
+    service = start("wirelab.rest", tmp_path, traced)
+    try:
+        url = f"http://127.0.0.1:{service.port}/v1/orders"
+        with httpx.Client(http1=http == "1.1", http2=http == "2", timeout=10) as client:
+            for parent in (PARENT, *[UNSAMPLED] * 10):
+                answered = client.post(
+                    url, json={"order": ORDER_JSON}, headers={"traceparent": parent}
+                )
+                assert answered.status_code == 200 and answered.http_version == f"HTTP/{http}"
+        metrics = f"http://127.0.0.1:{service.metrics_port}/metrics"
+        page = httpx.get(metrics, headers={"Accept": PROMETHEUS_ACCEPT}, timeout=10).text
+    finally:
+        assert service.stop() == 0
+    found = [
+        sample.exemplar.labels["trace_id"]
+        for metric in text_string_to_metric_families(page)  # type: ignore[no-untyped-call]
+        if metric.name == DURATION
+        for sample in metric.samples
+        if sample.exemplar is not None
+    ]
+    assert found == [TRACE_ID]
