@@ -801,8 +801,9 @@ def sampled(found: int, cells: pd.DataFrame, docs: list[dict[str, Any]]) -> str:
     served = float((cells.server_requests_per_s * cells.window_s).sum())
     ratio = TRACING.get("ratio")
     told = ratio if ratio is not None else f"unknown ({TRACING.get('source')})"
+    share = f"{found / served:.3f} of them" if served > 0 else "the edge's own count not read"
     said = (f"{found} traced orders of the {served:.0f} the edge served in these windows "
-            f"({found / served:.3f} of them; the lab's sampling ratio {told})")  # fmt: skip
+            f"({share}; the lab's sampling ratio {told})")  # fmt: skip
     if any(d.get("truncated") for d in docs):
         limit = docs[0].get("limit")
         said += f"; Jaeger's answer reached its limit ({limit} per cell): the windows' latest"

@@ -7,6 +7,7 @@ median and a p99 order beside the hop histograms."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import time
 import uuid
@@ -190,3 +191,14 @@ def test_a_traced_topology_run_keeps_each_cells_traces_and_the_report_draws_them
     assert html.count("The median order (trace <code>") == html.count("The p99 order (trace") == 2
     assert "against the hop histogram's p99 of" in html
     assert "edge → downstream call p99" in html
+
+    # The same run with five traced orders a cell, as a low ratio leaves: no p99 is named.
+    few = tmp_path / "few"
+    shutil.copytree(run, few)
+    for path in (few / "traces").glob("*.json"):
+        doc = json.loads(path.read_text())
+        path.write_text(json.dumps({**doc, "traces": doc["traces"][:5]}))
+    html = render(few, tmp_path / "few-report").read_text()
+    assert html.count("(under 20) a p99 order is not meaningful: only the median is drawn") == 2
+    assert "The p99 order" not in html and "edge server span p99" not in html
+    assert html.count("The median order (trace <code>") == 2
