@@ -28,7 +28,9 @@ TRACES_DIR = "traces"
 # it ends, plus Jaeger's own indexing.
 SETTLE_S = 6.0
 # Jaeger returns the newest traces first, at most this many per cell: past it the file says
-# ``truncated`` and keeps the window's latest orders (a few MB of JSON at most).
+# ``truncated`` and keeps the window's latest orders. A span takes about 300 bytes as written
+# (the traced a-to-b run of tests/bench/test_trace_waterfall_run.py): 2,000 orders of the AMQP
+# arm, 13 spans each, about 8 MB.
 LIMIT = 2000
 # Jaeger's span kinds (the OTLP kind as its tag), and the services' switches as they read them.
 KIND_TAG = "span.kind"
