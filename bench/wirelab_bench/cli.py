@@ -36,8 +36,8 @@ COMPARE_EPILOG = """exit codes (a CI gate):
   0  no regression flagged (changes within the intervals, improvements, or one repetition only)
   1  at least one regression: a figure got worse and the two runs' 95 % intervals do not overlap
   2  usage error (a folder without manifest.json or tidy.csv), or refused: the manifests differ
-     in host, images, the runner's knobs, servers, topology, network or scenario shape (the
-     message names each field; --force compares anyway)
+     in host, images, the runner's knobs, servers, topology, network, scenario shape or, where
+     both runs know it, tracing (the message names each field; --force compares anyway)
 """
 
 

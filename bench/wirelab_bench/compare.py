@@ -199,7 +199,18 @@ def _informational(manifest: dict[str, Any]) -> dict[str, Any]:
         "packages.lock_sha256": (manifest.get("packages") or {}).get("lock_sha256"),
         "docker.version": docker.get("version"),
         "status": manifest.get("status"),
+        "traces": _traces(manifest),
     } | _images(manifest, "id")
+
+
+def _traces(manifest: dict[str, Any]) -> str | None:
+    """Whether the lab traced the run's calls, and at which ratio (docs/traces.md: at ratio 1 a
+    saturated service kept 0.55-0.67 of its calls per CPU-second); None where the run could not
+    tell or predates the record."""
+    traced = manifest.get("traces") or {}
+    if traced.get("on") is None:
+        return None
+    return f"on, ratio {traced.get('ratio')}" if traced["on"] else "off"
 
 
 def _diff(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
@@ -215,6 +226,10 @@ def manifest_differences(a: dict[str, Any], b: dict[str, Any]) -> tuple[list[str
     clean = not git_a.get("dirty") and not git_b.get("dirty")
     same_commit = clean and git_a.get("sha") == git_b.get("sha")
     blocking = _diff(_fields(a, same_commit), _fields(b, same_commit))
+    # Tracing refuses only when both runs know it: older runs, and runs inside the lab (no
+    # docker CLI to read the edges' environment), show the difference instead.
+    if None not in (_traces(a), _traces(b)):
+        blocking += _diff({"traces": _traces(a)}, {"traces": _traces(b)})
     shown = [d for d in _diff(_informational(a), _informational(b)) if d not in blocking]
     return blocking, shown
 

@@ -225,6 +225,17 @@ def test_manifest_fields_that_invalidate_and_those_that_do_not() -> None:
     ]  # fmt: skip
 
 
+def test_runs_traced_otherwise_refuse_where_both_know_and_show_where_one_cannot_tell() -> None:
+    off = {**MANIFEST, "traces": {"on": False, "ratio": None}}
+    every = {**MANIFEST, "traces": {"on": True, "ratio": 1.0}}
+    unknown = {**MANIFEST, "traces": {"on": None, "ratio": None}}
+    assert cmp.manifest_differences(off, every)[0] == ["traces: 'off' (A) vs 'on, ratio 1.0' (B)"]
+    assert cmp.manifest_differences(every, {**every})[0] == []
+    for a, b in ((MANIFEST, every), (unknown, every)):  # before the record; inside the lab
+        blocking, shown = cmp.manifest_differences(a, b)
+        assert blocking == [] and shown == ["traces: None (A) vs 'on, ratio 1.0' (B)"]
+
+
 def test_cli_exit_codes_and_the_files_it_writes(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
