@@ -4,22 +4,30 @@ in the OpenMetrics page only; unsampled calls and services with traces off carry
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import grpc
 import httpx
 import pytest
+from aio_pika.abc import AbstractIncomingMessage
+from opentelemetry.context import Context
+from opentelemetry.trace import SpanKind
 from prometheus_client import CollectorRegistry, Histogram, disable_created_metrics
 from prometheus_client import metrics as library_metrics
 from prometheus_client.openmetrics.exposition import generate_latest as openmetrics_latest
 from prometheus_client.openmetrics.parser import text_string_to_metric_families
 from wirelab import exposition
+from wirelab.amqp import wire
+from wirelab.amqp.consumer import OrderConsumer
 from wirelab.hops import build_relay
+from wirelab.hops.outgoing import families
+from wirelab.hops.via_amqp import AmqpDownstream, Broker
 from wirelab.metrics import SAMPLED, Sampled, ServerMetrics
 from wirelab.rest.app import create_app
 from wirelab.rpc.server import build_aio, build_sync
@@ -29,7 +37,7 @@ from wirelab.v1 import wirelab_pb2_grpc as pb_grpc
 
 from tests.services.conftest import settings
 from tests.services.served import in_thread
-from tests.services.test_amqp import ORDER
+from tests.services.test_amqp import ORDER, Channel, Delivery, Exchange, _connected
 from tests.services.test_exposition import _exercised
 from tests.services.test_integration import free_port, start
 from tests.services.test_traces import ALWAYS, PARENT, UNSAMPLED, Traced, _order
@@ -110,6 +118,21 @@ def test_a_sampled_call_is_its_buckets_exemplar_and_others_leave_it() -> None:
     ((labels, exemplar),) = exemplars(registry, DURATION)
     assert labels["le"] == "+Inf" and labels["kind"] == "unary"
     assert exemplar.labels == {"trace_id": TRACE_ID} and exemplar.timestamp is not None
+
+
+def test_a_calls_first_kept_span_names_its_trace() -> None:
+    """A call's exemplar is the trace its first kept span began or continued; a span that
+    starts a trace of its own later in the call does not change it."""
+    tracer = Traced(settings(**ALWAYS), "rest", "rest").tracing.tracer
+    with current(None):
+        with (
+            tracer.start_as_current_span("call") as call,
+            tracer.start_as_current_span("another trace", context=Context()),
+        ):
+            pass
+        sampled = SAMPLED.get()
+        assert sampled is not None
+        assert sampled.trace_id == format(call.get_span_context().trace_id, "032x")
 
 
 def test_without_exemplars_kept_no_call_carries_one() -> None:
@@ -325,3 +348,45 @@ def test_the_rest_service_keeps_one_calls_trace_from_the_next_on_a_connection(
         if sample.exemplar is not None
     ]
     assert found == [TRACE_ID]
+
+
+# The AMQP arm: the edge's call through the broker and the consumer's handling ----------------
+
+
+async def test_an_amqp_order_carries_its_trace_at_the_edges_call_and_the_consumer() -> None:
+    """The consumer, run as aio-pika runs it (a task per delivery), records each order with the
+    trace its message brought, an unsampled one none; the edge's call through the broker is its
+    client histogram's exemplar."""
+    edge = Traced(settings(**ALWAYS), "grpc", "amqp")
+    consumer_traced = Traced(settings(**ALWAYS), "amqp", "amqp-product")
+    registry, edge_registry = CollectorRegistry(), CollectorRegistry()
+    metrics = ServerMetrics("amqp", registry, "asyncio")
+    metrics.keep_exemplars()
+    consumer = OrderConsumer(
+        settings().limits, metrics, "amqp-product", consumer_traced.tracing.tracer
+    )
+    consumer.channel = cast(Any, Channel(Exchange()))
+    for parent in (PARENT, UNSAMPLED):
+        delivery = Delivery(ORDER.SerializeToString(), headers={"traceparent": parent})
+        await asyncio.create_task(consumer.handle(cast(AbstractIncomingMessage, delivery)))
+    assert trace_ids(registry) == [TRACE_ID]
+    address = wire.Address.parse("amqp://127.0.0.1:1/amqp-product")
+    broker = Broker(address.connection("u", "p"), [], edge.tracing.tracer)
+    to_queue = Exchange()
+    _connected(broker, to_queue)
+    downstream = AmqpDownstream(address, broker, False, families(edge_registry))
+    try:
+        with edge.tracing.tracer.start_as_current_span("edge", kind=SpanKind.SERVER) as served:
+            call = await downstream.send(ORDER, 5)
+            ((order, _, _),) = to_queue.published
+            # The consumer's reply, in the order's trace as its headers carry it.
+            reply = pb.OrderReply(word_count=3).SerializeToString()
+            headers = {"traceparent": order.headers["traceparent"]}
+            answer = Delivery(reply, correlation_id=order.correlation_id, headers=headers)
+            await broker._reply(cast(AbstractIncomingMessage, answer))
+            await call.reply()
+    finally:
+        broker.connection = address.connection("u", "p")
+        await broker.close()
+    edge_trace = format(served.get_span_context().trace_id, "032x")
+    assert trace_ids(edge_registry, CLIENT_DURATION) == [edge_trace]

@@ -19,18 +19,17 @@ from wirelab.metrics import SAMPLED, Sampled
 
 
 class SampledTraceIds(SpanProcessor):
-    """Notes the trace id of every span the sampler keeps (the SDK starts no other) in the
-    current call's Sampled: the one a measured gRPC call opened (metrics.TracedCall), else a
-    new one, current for the rest of the call (a REST request, which starts its span before
-    its measurement)."""
+    """Notes the trace id of the first span the sampler keeps in a call (the SDK starts no
+    other) in the call's Sampled: the one a measured gRPC call opened (metrics.TracedCall), else
+    a new one, current for the rest of the call (a REST request, which starts its span before
+    its measurement). The call's later spans (a relay's client spans) are of the same trace."""
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
-        trace_id = format(span.get_span_context().trace_id, "032x")
         sampled = SAMPLED.get()
         if sampled is None:
-            SAMPLED.set(Sampled(trace_id))
-        else:
-            sampled.trace_id = trace_id
+            SAMPLED.set(Sampled(format(span.get_span_context().trace_id, "032x")))
+        elif sampled.trace_id is None:
+            sampled.trace_id = format(span.get_span_context().trace_id, "032x")
 
     def on_end(self, span: ReadableSpan) -> None:
         return None
