@@ -12,6 +12,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from wirelab.contract.table import value
+
 COMPOSE_PROJECT_LABEL = "com.docker.compose.project"
 COMPOSE_SERVICE_LABEL = "com.docker.compose.service"
 # The runner's compose project names a Swarm stack when the lab runs as one (make swarm).
@@ -33,7 +35,7 @@ def git_info(repo: Path) -> dict[str, Any]:
         sha = _run(["git", "rev-parse", "HEAD"], repo)
         dirty = bool(_run(["git", "status", "--porcelain", "--untracked-files=no"], repo))
     except (OSError, subprocess.SubprocessError) as exc:
-        return {"sha": os.environ.get("WIRELAB_GIT_SHA"), "dirty": None, "reason": str(exc)}
+        return {"sha": value("WIRELAB_GIT_SHA") or None, "dirty": None, "reason": str(exc)}
     return {"sha": sha, "dirty": dirty}
 
 
