@@ -38,6 +38,8 @@ def render(
     out.mkdir(parents=True, exist_ok=True)
     nb = jupytext.read(notebook)
     keys = ("WIRELAB_REPORT_RESULTS", "WIRELAB_REPORT_OUTPUT", "WIRELAB_REPORT_CROSSCHECK")
+    # Set for the kernel, which inherits them, and put back after: the notebook reads them
+    # through the knob table; nothing here reads a knob.
     saved = {k: os.environ.get(k) for k in keys}
     os.environ["WIRELAB_REPORT_RESULTS"] = str(run_dir.resolve())
     os.environ["WIRELAB_REPORT_OUTPUT"] = str(out.resolve())
