@@ -5,12 +5,22 @@
 // instrumentation-http and -grpc on a NodeTracerProvider (its AsyncLocalStorage context manager
 // and W3C propagator registered, as @opentelemetry/sdk-node would). Either at ``ratio``, spans
 // handed to an exporter that drops them: what is timed is making them, not shipping them. It
-// sends {port} once listening and answers each 'cpu' message with its process.cpuUsage().
+// sends {port} once listening and answers each 'cpu' message with its process.cpuUsage() and the
+// spans exported so far (the batch processor's queue flushed first).
 const settingsModule = require('../src/settings');
 const { instruments } = require('../src/metrics');
 
 const [protocol, variant, ratio] = process.argv.slice(2);
-const DROP = { export: (spans, done) => done({ code: 0 }), shutdown: async () => {}, forceFlush: async () => {} };
+// Counts the spans it is handed (the parent checks each variant makes the spans it should).
+let exported = 0;
+const DROP = {
+  export: (spans, done) => {
+    exported += spans.length;
+    done({ code: 0 });
+  },
+  shutdown: async () => {},
+  forceFlush: async () => {},
+};
 
 function library() {
   const { NodeTracerProvider } = require('@opentelemetry/sdk-trace-node');
@@ -50,8 +60,12 @@ async function main() {
     const { bind, createGrpcServer } = require('../src/grpc/server');
     port = await bind(createGrpcServer(settings, metrics, null, tracing), '127.0.0.1', 0);
   }
-  process.on('message', (message) => {
-    if (message === 'cpu') process.send({ cpu: process.cpuUsage() });
+  const provider = variant === 'library' ? require('@opentelemetry/api').trace.getTracerProvider().getDelegate() : tracing && tracing.provider;
+  process.on('message', async (message) => {
+    if (message !== 'cpu') return;
+    const cpu = process.cpuUsage();
+    if (provider) await provider.forceFlush();
+    process.send({ cpu, spans: exported });
   });
   process.on('disconnect', () => process.exit(0));
   process.send({ port });

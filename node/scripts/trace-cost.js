@@ -35,9 +35,10 @@ function service(protocol, variant, ratio) {
   });
   return ask(null).then(({ port }) => ({
     port,
+    // Its CPU seconds and the spans it has exported so far.
     cpu: async () => {
-      const { cpu } = await ask('cpu');
-      return (cpu.user + cpu.system) / 1e6;
+      const { cpu, spans } = await ask('cpu');
+      return [(cpu.user + cpu.system) / 1e6, spans];
     },
     stop: () => new Promise((resolve) => {
       child.once('exit', resolve);
@@ -49,7 +50,9 @@ function service(protocol, variant, ratio) {
 /** ``orders`` small orders to the service on ``port``, IN_FLIGHT at a time. */
 function loader(protocol, port) {
   if (protocol === 'rest') {
-    const agent = new http.Agent({ keepAlive: true, maxSockets: IN_FLIGHT });
+    // A fresh agent for each batch (reset): a service waits idle while the others are loaded,
+    // long enough for node:http to close the keep-alive connections its agent would reuse.
+    let agent = new http.Agent({ keepAlive: true, maxSockets: IN_FLIGHT });
     const body = Buffer.from(JSON.stringify(ORDER));
     const one = () => new Promise((resolve, reject) => {
       const req = http.request({ host: '127.0.0.1', port, path: '/v1/orders', method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': body.length } }, (res) => {
@@ -59,7 +62,11 @@ function loader(protocol, port) {
       req.on('error', reject);
       req.end(body);
     });
-    return { one, close: () => agent.destroy() };
+    const reset = () => {
+      agent.destroy();
+      agent = new http.Agent({ keepAlive: true, maxSockets: IN_FLIGHT });
+    };
+    return { one, reset, close: () => agent.destroy() };
   }
   const grpc = require('@grpc/grpc-js');
   const proto = require('../src/proto');
@@ -69,7 +76,7 @@ function loader(protocol, port) {
   const one = () => new Promise((resolve, reject) => {
     client.makeUnaryRequest(`/${proto.SERVICE}/ProcessOrder`, identity, identity, raw, (err) => (err ? reject(err) : resolve()));
   });
-  return { one, close: () => client.close() };
+  return { one, reset: () => {}, close: () => client.close() };
 }
 
 async function drive(load, orders) {
@@ -91,7 +98,7 @@ async function cpuPerOrder(protocol, variants, orders, batches) {
   try {
     for (const [name, [variant, ratio]] of Object.entries(variants)) {
       const s = await service(protocol, variant, ratio);
-      running[name] = { s, load: loader(protocol, s.port), best: Infinity };
+      running[name] = { s, load: loader(protocol, s.port), best: Infinity, spans: 0, orders: 0 };
       // Warm-up, discarded: V8 compiles the hot paths in the first seconds of load (docs/node.md:
       // after 2 s the first measured round still read lower than the second).
       const warm = Date.now() + WARMUP_MS;
@@ -99,12 +106,17 @@ async function cpuPerOrder(protocol, variants, orders, batches) {
     }
     for (let i = 0; i < batches; i += 1) {
       for (const one of Object.values(running)) {
-        const before = await one.s.cpu();
+        one.load.reset();
+        await drive(one.load, IN_FLIGHT); // the batch's connections opened
+        const [before, spansBefore] = await one.s.cpu();
         await drive(one.load, orders);
-        one.best = Math.min(one.best, ((await one.s.cpu()) - before) / orders * 1e6);
+        const [after, spansAfter] = await one.s.cpu();
+        one.best = Math.min(one.best, (after - before) / orders * 1e6);
+        one.spans += spansAfter - spansBefore;
+        one.orders += orders;
       }
     }
-    return Object.fromEntries(Object.entries(running).map(([name, one]) => [name, one.best]));
+    return Object.fromEntries(Object.entries(running).map(([name, one]) => [name, { us: one.best, spans: one.spans / one.orders }]));
   } finally {
     for (const one of Object.values(running)) {
       one.load.close();
@@ -134,13 +146,13 @@ async function main() {
     const variants = { off: ['off', '0'] };
     for (const ratio of ratios) for (const [variant] of VARIANTS) variants[`${variant} ${ratio}`] = [variant, ratio];
     const costs = await cpuPerOrder(protocol, variants, orders, batches);
-    const off = costs.off;
+    const off = costs.off.us;
     console.log(`Node ${protocol === 'rest' ? 'REST' : 'gRPC'} service:\n  traces off: ${off.toFixed(1).padStart(6)} us`);
     for (const ratio of ratios) {
       for (const [variant, name] of VARIANTS) {
-        const cost = costs[`${variant} ${ratio}`];
+        const { us: cost, spans } = costs[`${variant} ${ratio}`];
         const delta = cost - off;
-        console.log(`  ratio ${ratio.padStart(4)}, ${name.padEnd(34)}: ${cost.toFixed(1).padStart(6)} us (${delta >= 0 ? '+' : ''}${delta.toFixed(1)}), off/on ${(off / cost).toFixed(3)}`);
+        console.log(`  ratio ${ratio.padStart(4)}, ${name.padEnd(34)}: ${cost.toFixed(1).padStart(6)} us (${delta >= 0 ? '+' : ''}${delta.toFixed(1)}), off/on ${(off / cost).toFixed(3)}, ${spans.toFixed(2)} spans per order`);
       }
     }
   }
