@@ -780,11 +780,11 @@ TRACES = waterfall.load(RUN)
 SPAN_COLORS = ["tab:purple", "tab:brown", "tab:pink", "tab:olive", "tab:gray", "tab:red"]
 
 
-def span_color(service: str) -> str:
-    """An arm's edge in its colour; each other service in one of its own, stable by name."""
-    if service in COLORS:
-        return COLORS[service]
-    return SPAN_COLORS[sum(map(ord, service)) % len(SPAN_COLORS)]
+def span_colors(orders: list[waterfall.Order]) -> dict[str, str]:
+    """An arm's edge in its colour; the other services of ``orders`` each in one of their own,
+    by name (the order chain's three downstreams never share one)."""
+    others = sorted({s.service for o in orders for s in o.spans} - set(COLORS))
+    return {**COLORS, **{svc: SPAN_COLORS[i % len(SPAN_COLORS)] for i, svc in enumerate(others)}}
 
 
 def pooled_buckets(cells: pd.Series, side: str) -> list[tuple[float, float]]:
@@ -832,11 +832,12 @@ def hop_by_hop(name: str, part: pd.DataFrame) -> None:
         shown = (("median", 0.5, picks.median), ("p99", 0.99, picks.p99))
         drawn = [(which, q, o) for which, q, o in shown if o is not None]
         rows = sum(len(o.spans) for _, _, o in drawn)
+        colors = span_colors([o for _, _, o in drawn])
         fig, axes = plt.subplots(len(drawn), 1, figsize=(9, 0.9 + 0.32 * rows), squeeze=False)
         for ax, (which, _, order) in zip(axes.flat, drawn, strict=True):
             rank = f", rank {picks.p99_rank} of {picks.count}" if which == "p99" else ""
             title = f"{name}, {proto}, {int(users)} users: the {which} order{rank}"
-            waterfall.draw(ax, order, title, span_color)
+            waterfall.draw(ax, order, title, colors.__getitem__)
         fig.tight_layout()
         save(fig, f"waterfall_{name}_{proto}_{int(users)}")
         if picks.p99 is None:
