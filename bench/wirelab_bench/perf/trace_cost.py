@@ -2,12 +2,15 @@
 
 REST: the app of `python -m wirelab.rest` (metrics on) is called directly, as uvicorn calls it,
 with the small order, so what is timed is the app's own CPU per order: no socket, no HTTP
-parser, no load tool. gRPC: the aio server of `python -m wirelab.rpc` (metrics on) runs in this
-process on loopback, pinned to the services' core, and ghz on the other core sends it small
-ProcessOrder calls, as `wirelab perf overhead` does; what is timed is this process's CPU per
-call (grpc's own threads included; ghz is another process), so grpc calls the handlers exactly
-as in the service. Either way a loaded machine moves the figure little (CPU time, the best of
-several batches, the variants alternating batch by batch). Variants: traces off; traces on at
+parser, no load tool. gRPC, twice: through the handlers the aio server of `python -m
+wirelab.rpc` (metrics on) registers, called as grpc calls them (the lookup, the behaviour in a
+task of its own with the raw message, the done callbacks), with a stand-in servicer context: the
+Python around a call alone, what a loaded machine moves least; and through that server itself,
+in this process on loopback, pinned to the services' core, ghz on the other core sending it small
+ProcessOrder calls as `wirelab perf overhead` does, this process's CPU per call (grpc's own
+threads included): everything a call costs the server, and noisier (at load average 25 the same
+code read 2 to 20 us apart from one run to the next). CPU time, the best of several batches,
+the variants taking turns. Variants: traces off; traces on at
 each ratio with the lab's hooks (wirelab.traces.asgi, .grpcio), and for REST with
 OpenTelemetry's FastAPI/ASGI instrumentation in their place, the cheaper thing measured first
 (docs/traces.md). Spans go to an exporter that keeps nothing: what is timed is making them, not
@@ -122,6 +125,113 @@ async def cpu_per_order(app: Any, orders: int, batches: int) -> float:
 # gRPC ---------------------------------------------------------------------------------------
 
 
+class _Registered:
+    """Stands in for grpc.aio.server() while build_aio registers its handlers: keeps the
+    generic handlers grpc would consult as a call arrives."""
+
+    def __init__(self) -> None:
+        self.generic: list[Any] = []
+
+    def add_generic_rpc_handlers(self, handlers: Sequence[Any]) -> None:
+        self.generic.extend(handlers)
+
+    def add_registered_method_handlers(self, service: str, handlers: Any) -> None:
+        """With metrics on (as here) the contract's methods come through the generic ones."""
+
+    def add_insecure_port(self, address: str) -> int:
+        return 1
+
+
+class _Arrival:
+    """What grpc hands a generic handler as a call arrives (grpc.HandlerCallDetails)."""
+
+    def __init__(self, method: str, metadata: tuple[tuple[str, str], ...]) -> None:
+        self.method = method
+        self.invocation_metadata = metadata
+
+
+class _Context:
+    """A servicer context with what the handlers read of a call that succeeds."""
+
+    __slots__ = ("done",)
+
+    def __init__(self) -> None:
+        self.done: list[Callable[[Any], None]] = []
+
+    def invocation_metadata(self) -> tuple[tuple[str, str], ...]:
+        return METADATA
+
+    def add_done_callback(self, callback: Callable[[Any], None]) -> None:
+        self.done.append(callback)
+
+    def code(self) -> None:
+        return None
+
+    def time_remaining(self) -> None:
+        return None
+
+
+PROCESS_ORDER = "/wirelab.v1.WireLab/ProcessOrder"
+# What ghz sends with each call, as grpc hands it over (no traceparent: a new trace).
+METADATA = (("user-agent", "grpc-go/1.76.0"),)
+
+
+async def handlers_for(variant: str, ratio: str) -> tuple[list[Any], Tracing | None]:
+    """The generic handlers build_aio registers for ``variant`` at ``ratio``, and its tracing."""
+    from unittest import mock
+
+    config = config_for(variant, ratio)
+    tracing = start(config, "grpc", grpc_kind(METHOD_KINDS), exporter=Discard())
+    registered = _Registered()
+    with mock.patch("grpc.aio.server", lambda **_: registered):
+        await build_aio(config, instruments(config, "grpc", "aio"), 0, None, tracing)
+    return registered.generic, tracing
+
+
+async def handled(generic: list[Any], raw: bytes) -> None:
+    """One ProcessOrder call through ``generic`` as grpc.aio runs it."""
+    arrival = _Arrival(PROCESS_ORDER, METADATA)
+    handler = next(h for h in (g.service(arrival) for g in generic) if h is not None)
+    context = _Context()
+
+    async def rpc() -> None:
+        handler.response_serializer(await handler.unary_unary(raw, context))
+
+    await asyncio.get_running_loop().create_task(rpc())
+    for callback in context.done:
+        callback(context)
+
+
+async def handler_costs(
+    variants: dict[str, tuple[str, str]], calls: int, batches: int
+) -> dict[str, float]:
+    """Microseconds of CPU per ProcessOrder call through each variant's handlers (name ->
+    (variant, ratio)), the best of ``batches`` batches of ``calls``, the variants taking turns."""
+    from google.protobuf import json_format
+    from wirelab.v1 import wirelab_pb2 as pb
+
+    raw = json_format.ParseDict(ORDER, pb.OrderRequest()).SerializeToString()
+    made = {name: await handlers_for(*v) for name, v in variants.items()}
+    try:
+        for generic, _ in made.values():  # warm-up
+            for _ in range(calls // 4):
+                await handled(generic, raw)
+        best = dict.fromkeys(made, float("inf"))
+        names = list(made)
+        for batch in range(batches):
+            for name in names[batch % len(names) :] + names[: batch % len(names)]:
+                generic = made[name][0]
+                started = time.process_time()
+                for _ in range(calls):
+                    await handled(generic, raw)
+                best[name] = min(best[name], (time.process_time() - started) / calls * 1e6)
+        return best
+    finally:
+        for _, tracing in made.values():
+            if tracing is not None:
+                tracing.shutdown()
+
+
 async def ghz(ghz_path: str, port: int, calls: int) -> None:
     """``calls`` small orders sent by ghz on the load's core, 32 in flight over 4 connections
     (the overhead benchmark's load); fails unless every one was answered OK."""
@@ -211,12 +321,16 @@ def main(argv: list[str] | None = None) -> int:
                       f"off/on {off / cost:.3f}", flush=True)  # fmt: skip
     if "grpc" in protocols:
         variants = {"off": ("off", "0")} | {r: ("ours", r) for r in ratios}
-        costs = asyncio.run(grpc_costs(variants, args.orders, args.batches))
-        off = costs.pop("off")
-        print(f"gRPC ProcessOrder through the aio server (ghz):\n  traces off: {off:6.1f} us")
-        for ratio, cost in costs.items():
-            print(f"  ratio {ratio:>4}, {'wirelab.traces.grpcio':21}: {cost:6.1f} us "
-                  f"(+{cost - off:5.1f}), off/on {off / cost:.3f}", flush=True)  # fmt: skip
+        for title, measure, calls in (
+            ("through the aio server's handlers", handler_costs, args.orders * 5),
+            ("through the aio server on loopback (ghz)", grpc_costs, args.orders),
+        ):
+            costs = asyncio.run(measure(variants, calls, args.batches))
+            off = costs.pop("off")
+            print(f"gRPC ProcessOrder {title}:\n  traces off: {off:6.1f} us", flush=True)
+            for ratio, cost in costs.items():
+                print(f"  ratio {ratio:>4}, {'wirelab.traces.grpcio':21}: {cost:6.1f} us "
+                      f"(+{cost - off:5.1f}), off/on {off / cost:.3f}", flush=True)  # fmt: skip
     print(f"load average {os.getloadavg()[0]:.2f}")
     return 0
 
