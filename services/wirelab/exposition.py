@@ -8,16 +8,15 @@ REST's 819 samples at 2.9 ms a scrape against the library's 6.0 ms, gRPC's 663 a
 4.9. The observer-effect benchmark scrapes once per CPU-second of the service, as the lab does,
 and with TextPage REST's figure read 0.981 [0.973-0.988] against 0.977 [0.967-0.983] with the
 library's render, the same day: the difference between meeting the observer-effect goal (the
-whole 95 % interval at or above 0.97) and not.
-(A renderer that read the library's private attributes did it in 0.4-0.5 ms; it went with the
-series diet, when the library's render fell within 1 % of a core.) The default registry's
-process and Python collectors follow, rendered by the library. Text 0.0.4 whatever the Accept
-header asks for (every Prometheus accepts it), except with traces on: then a scraper that asks
-for OpenMetrics (Prometheus 3 asks for it first) gets it, the only format with exemplars, the
-trace ids of sampled calls (docs/traces.md#exemplars). TextPage writes that too, byte for byte
-as the library's OpenMetrics (a unit test compares them): `wirelab perf scrape-cost`, every call
-sampled, 28 Nov 2026 on this shared 2-core machine (load average 5), REST's page with its
-exemplars at 1.43 ms a scrape against the library's 7.12 ms, gRPC's 1.41 against 6.24.
+whole 95 % interval at or above 0.97) and not (earlier renderers: docs/measurements.md). The
+default registry's process and Python collectors follow, rendered by the library. Text 0.0.4
+whatever the Accept header asks for (every Prometheus accepts it), except with traces on: then
+a scraper that asks for OpenMetrics (Prometheus 3 asks for it first) gets it, the only format
+with exemplars, the trace ids of sampled calls (docs/traces.md#exemplars). TextPage writes that
+too, byte for byte as the library's OpenMetrics (a unit test compares them): `wirelab perf
+scrape-cost`, every call sampled, 28 Nov 2026 on this shared 2-core machine (load average 5),
+REST's page with its exemplars at 1.43 ms a scrape against the library's 7.12 ms, gRPC's 1.41
+against 6.24.
 
 gzip at level 1 (0.1 ms for the REST page, against 4 ms at level 9 for the old 250 KB page).
 Compression matters here: scrapes cross the container's network interface, where cAdvisor counts

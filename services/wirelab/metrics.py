@@ -154,13 +154,9 @@ class ServerMetrics(Collector):
             found = self._bound[kind] = KindInstruments(self, kind)
         return found
 
-    def begin(self, kind: str) -> KindInstruments:
-        """Count one call of ``kind`` as started (in flight) and return its counts; pair it
-        with exactly one :attr:`enqueue`d Record. :meth:`start` wraps both in a Call object."""
-        return self.enter(self.bound(kind))
-
     def enter(self, bound: KindInstruments) -> KindInstruments:
-        """:meth:`begin` for counts already found by :meth:`bound`."""
+        """Count one call of ``bound``'s kind as started (in flight) and return its counts; pair
+        it with exactly one :attr:`enqueue`d Record. :meth:`start` wraps both in a Call."""
         starts = self._starts
         starts.append(bound)
         if len(starts) >= FLUSH_EVERY:
@@ -171,12 +167,15 @@ class ServerMetrics(Collector):
         """Begin one call of ``kind``, timed from ``started`` (a ``time.perf_counter()`` taken
         when the call arrived) or from now; finish it with :meth:`Call.finish`."""
         return Call(
-            self, kind, time.perf_counter() if started is None else started, self.begin(kind)
+            self,
+            kind,
+            time.perf_counter() if started is None else started,
+            self.enter(self.bound(kind)),
         )
 
     def start_traced(self, kind: str, started: float) -> Call:
         """:meth:`start` for a call that grpc records outside its context, exemplars kept."""
-        return TracedCall(self, kind, started, self.begin(kind))
+        return TracedCall(self, kind, started, self.enter(self.bound(kind)))
 
     def flush(self) -> None:
         """Apply the queued starts and finished calls. Runs at every collection (so a scrape

@@ -3,7 +3,7 @@
 grpc runs a one-message method's handler only once the message has arrived, so a call it
 refused before that (a message over its receive limit, metadata over its limit) or whose client
 went mid-message ran none of the service's code and went uncounted. Upload's behaviour reads its
-message itself (rpc/measure.py, request_streamed), so each of these is counted once: as a
+message itself (rpc/measure.py, rebuild with streamed), so each of these is counted once: as a
 cancel, since grpc tells the service no more than that the call ended before its message
 arrived."""
 

@@ -24,7 +24,7 @@ else:
 
 
 # The one-message methods (by kind) whose behaviour reads its request message itself
-# (request_streamed), in its turn (receipts.py): Upload's, the one message large enough to be
+# (rebuild's streamed), in its turn (receipts.py): Upload's, the one message large enough to be
 # cut off mid-way, refused for its size or to take a burst past the container's memory. On the
 # others grpc keeps handing the message over: their messages are small, and what reading it
 # would add is a count whose code grpc hides (it fails a call refused for its metadata just as
@@ -37,37 +37,26 @@ READS_ITS_MESSAGE = frozenset({"upload"})
 MISSING = "the request message never arrived"
 
 
-def request_streamed(handler: Handler, behavior: Callable[..., Any]) -> Handler:
-    """A handler of ``handler``'s reply shape and codec whose request grpc hands over as a
-    stream, so ``behavior`` runs as the call arrives and reads a one-message request itself.
-    grpc runs the behaviour of a one-message request only once the message has arrived: a call
-    refused before it (a message over grpc's receive limit, a client gone mid-message) ran none
-    of our code and went uncounted. The cost: server CPU per small call on aio, 4,000
-    sequential calls after 500 of warm-up, five rounds alternating, an ad-hoc script on
-    28 Nov 2026: 217 us with the message read by the behaviour, 224 us handed over by grpc, a
-    difference inside the rounds' spread (206-241 us)."""
-    codec = {
-        "request_deserializer": handler.request_deserializer,
-        "response_serializer": handler.response_serializer,
-    }
-    if handler.response_streaming:
-        return grpc.stream_stream_rpc_method_handler(behavior, **codec)
-    return grpc.stream_unary_rpc_method_handler(behavior, **codec)
+def rebuild(handler: Handler, behavior: Callable[..., Any], streamed: bool = False) -> Handler:
+    """A handler of ``handler``'s reply shape and codec that runs ``behavior``; with
+    ``streamed``, its request handed over as a stream, so ``behavior`` runs as the call arrives
+    and reads a one-message request itself. grpc runs the behaviour of a one-message request
+    only once the message has arrived: a call refused before it (a message over grpc's receive
+    limit, a client gone mid-message) ran none of our code and went uncounted. The cost: server
+    CPU per small call on aio, 4,000 sequential calls after 500 of warm-up, five rounds
+    alternating, an ad-hoc script on 28 Nov 2026: 217 us with the message read by the behaviour,
+    224 us handed over by grpc, a difference inside the rounds' spread (206-241 us)."""
+    make = _MAKERS[streamed or handler.request_streaming, handler.response_streaming]
+    return make(behavior, handler.request_deserializer, handler.response_serializer)
 
 
-def rebuild(handler: Handler, behavior: Callable[..., Any]) -> Handler:
-    """A handler of the same shape and codec as ``handler`` that runs ``behavior``."""
-    codec = {
-        "request_deserializer": handler.request_deserializer,
-        "response_serializer": handler.response_serializer,
-    }
-    if handler.unary_unary is not None:
-        return grpc.unary_unary_rpc_method_handler(behavior, **codec)
-    if handler.stream_unary is not None:
-        return grpc.stream_unary_rpc_method_handler(behavior, **codec)
-    if handler.unary_stream is not None:
-        return grpc.unary_stream_rpc_method_handler(behavior, **codec)
-    return grpc.stream_stream_rpc_method_handler(behavior, **codec)
+# (request streamed, response streamed) -> grpc's handler of that shape.
+_MAKERS = {
+    (False, False): grpc.unary_unary_rpc_method_handler,
+    (True, False): grpc.stream_unary_rpc_method_handler,
+    (False, True): grpc.unary_stream_rpc_method_handler,
+    (True, True): grpc.stream_stream_rpc_method_handler,
+}
 
 
 class Capture:

@@ -18,7 +18,6 @@ from wirelab.rpc.measure import (
     Handler,
     MeasuredMethods,
     rebuild,
-    request_streamed,
 )
 
 # When the current call arrived. grpc.aio looks a call's handler up and then runs it in one
@@ -108,7 +107,7 @@ class AioMeasuredMethods(MeasuredMethods):
         each of which shows in that benchmark: the start counted with ``+= 1``
         (KindInstruments.arrived: every aio behaviour runs on the event loop's one thread), and
         one small object per call instead of a Call and a Recorded. With ``reads`` it is handed
-        the request stream and reads the one message itself, in its turn (measure.request_streamed,
+        the request stream and reads the one message itself, in its turn (measure.rebuild,
         receipts.Receipts)."""
         metrics = self.metrics
         bound = metrics.bound(kind)
@@ -149,7 +148,7 @@ class AioMeasuredMethods(MeasuredMethods):
         if handler.unary_unary is not None:
             reads = kind in READS_ITS_MESSAGE
             behavior = self._one_to_one(handler.unary_unary, kind, reads)
-            return (request_streamed if reads else rebuild)(handler, behavior)
+            return rebuild(handler, behavior, streamed=reads)
         if not handler.response_streaming:  # one reply to a request stream (UploadStream)
             unary = cast(Callable[[Any, Any], Awaitable[Any]], handler.stream_unary)
 

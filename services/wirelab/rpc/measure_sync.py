@@ -17,7 +17,6 @@ from wirelab.rpc.measure import (
     Handler,
     MeasuredMethods,
     rebuild,
-    request_streamed,
 )
 from wirelab.rpc.receipts import Receipts
 
@@ -85,7 +84,7 @@ class SyncMeasuredMethods(MeasuredMethods):
                     call.sent(reply.ByteSize())
                 return reply
 
-            return (request_streamed if reads else rebuild)(handler, one_reply)
+            return rebuild(handler, one_reply, streamed=reads)
         streaming = handler.unary_stream or handler.stream_stream
         assert streaming is not None
 

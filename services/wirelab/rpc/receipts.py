@@ -3,7 +3,7 @@
 grpc receives a one-message request whole before handing it over, and only then can the payload
 budget see its length: 6 and 12 concurrent 256 MiB Uploads took the service to 2,584 and 5,400
 MiB of peak RSS, against the lab's 2 GiB container, though the budget admitted two of them. But
-Upload's behaviour reads its message itself (measure.request_streamed), and until it asks, grpc
+Upload's behaviour reads its message itself (measure.rebuild's streamed), and until it asks, grpc
 takes no more of the message than the call's flow-control window. So each Upload waits its turn
 here before it asks: at most ``limit`` messages in receipt at once, as many of the largest
 message grpc accepts as the budget could hold, which adds at most half the budget (or one
@@ -28,7 +28,7 @@ import grpc
 import grpc.aio
 
 from wirelab.rpc.intake import UPLOAD_HOLDS
-from wirelab.rpc.measure import MISSING, Handler, request_streamed
+from wirelab.rpc.measure import MISSING, Handler, rebuild
 
 UPLOAD = "Upload"
 
@@ -105,4 +105,4 @@ class Receipts:
             def behavior(requests: Any, context: Any) -> Any:
                 return upload(read_sync(requests, context), context)
 
-        return {**handlers, UPLOAD: request_streamed(handlers[UPLOAD], behavior)}
+        return {**handlers, UPLOAD: rebuild(handlers[UPLOAD], behavior, streamed=True)}
