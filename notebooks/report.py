@@ -820,7 +820,10 @@ def hop_by_hop(name: str, part: pd.DataFrame) -> None:
         why = TRACING.get("reason") or "the run recorded no trace capture"
         say(f"Traces were not captured: {why}.")
         return
-    for (proto, users), cells in part.groupby(["protocol", "users"]):
+    # An arm as its edge is named in traces (rest, grpc-node): runtimes are never pooled.
+    runtime = part["runtime"] if "runtime" in part else pd.Series("python", index=part.index)
+    arm = part.protocol.where(runtime == "python", part.protocol + "-" + runtime)
+    for (proto, users), cells in part.assign(arm=arm).groupby(["arm", "users"]):
         docs = [TRACES[c] for c in cells.cell_id if c in TRACES]
         found = [o for d in docs for o in waterfall.orders(d)]
         counted = sampled(len(found), cells, docs)

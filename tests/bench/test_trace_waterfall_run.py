@@ -17,6 +17,7 @@ from pathlib import Path
 import httpx
 import matplotlib
 import matplotlib.pyplot as plt
+import pandas as pd
 import pytest
 from wirelab_bench import jaeger, waterfall
 from wirelab_bench.cli import main
@@ -202,3 +203,22 @@ def test_a_traced_topology_run_keeps_each_cells_traces_and_the_report_draws_them
     assert html.count("(under 20) a p99 order is not meaningful: only the median is drawn") == 2
     assert "The p99 order" not in html and "edge server span p99" not in html
     assert html.count("The median order (trace <code>") == 2
+    # The REST cells again as a Node.js edge's (a runtimes scenario): drawn apart, never pooled.
+    mixed = tmp_path / "mixed"
+    shutil.copytree(run, mixed)
+    tidy = pd.read_csv(mixed / "tidy.csv")
+    node = tidy[tidy.protocol == "rest"].assign(runtime="node")
+    node["cell_id"] = node.cell_id + "_node"
+    pd.concat([tidy, node]).to_csv(mixed / "tidy.csv", index=False)
+    hist = pd.read_csv(mixed / "histograms.csv")
+    copied = hist[hist.cell_id.isin(tidy[tidy.protocol == "rest"].cell_id)]
+    pd.concat([hist, copied.assign(cell_id=copied.cell_id + "_node")]).to_csv(
+        mixed / "histograms.csv", index=False
+    )
+    for cell in node.cell_id:
+        shutil.copy(mixed / "traces" / f"{cell.removesuffix('_node')}.json",
+                    mixed / "traces" / f"{cell}.json")  # fmt: skip
+    html = render(mixed, tmp_path / "mixed-report").read_text()
+    for arm in ("rest", "rest-node", "grpc"):
+        assert f"<strong>{arm}, 2 users</strong> (repetitions pooled)" in html, arm
+        assert (tmp_path / "mixed-report" / f"waterfall_a-to-b_{arm}_2.png").is_file(), arm
