@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 
 from wirelab_bench.histo import Snapshot, buckets, delta
+from wirelab_bench.hostcpu import other_cpu
 from wirelab_bench.load import LoadProcess, Target, loadgen_command, locust_command, wait_started
 from wirelab_bench.loadgen import PROTO_ROOT
 from wirelab_bench.network import DIRECT
@@ -231,6 +232,7 @@ def _from_prometheus(w: Window, lab: Lab, prom: Prometheus, run_dir: Path) -> No
         {"window": [w.started_at, w.started_at + w.seconds], "errors": export.errors, **export.raw},
     )
     moved = delta(export.start, export.end)
+    w.host_other_cpu = other_cpu(export.raw, w.generator_cpu_ratio, w.runner_cpu_ratio)
     if export.errors:
         w.sources["prometheus_errors"] = "; ".join(f"{k}: {v}" for k, v in export.errors.items())
     # The exports read the Python edges' jobs: a Node.js cell's server side is its direct scrape.

@@ -281,8 +281,9 @@ def _repeatability(folders: list[Path], force: bool, output: Path | None) -> int
     notes = [f"{f}: status {m.get('status')}" for f, (m, _) in zip(folders, loaded, strict=True)
              if m.get("status") != "complete"]  # fmt: skip
     table = rep.table([tidy for _, tidy in loaded])
-    csv, page = rep.write(output or folders[-1], folders, table, [*blocking, *notes])
-    for line in rep.summary(table):
+    moved = rep.movers([tidy for _, tidy in loaded], folders)
+    csv, page = rep.write(output or folders[-1], folders, table, [*blocking, *notes, *moved])
+    for line in [*rep.summary(table), *moved]:
         print(line)
     print(f"written: {csv}, {page}")
     return 0

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import html
+import json
 import math
 from collections.abc import Sequence
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from wirelab_bench import compare as cmp
+from wirelab_bench.hostcpu import other_cpu
 from wirelab_bench.intervals import Ratio, t_interval
 
 CSV, HTML = "repeatability.csv", "repeatability.html"
@@ -18,6 +21,8 @@ FIGURES = {
     "ok_per_s": "successful calls/s",
     "client_p50_ms": "median latency",
     "client_p99_ms": "p99 latency",
+    # The service's own CPU per call: what it costs, where the others also say what it was given.
+    "cpu_s_per_request": "server CPU per call",
 }
 RATIO = "grpc/rest"
 ARMS = ("rest", "grpc", RATIO)  # the order of a condition's rows; other arms follow
@@ -137,6 +142,131 @@ def summary(t: pd.DataFrame) -> list[str]:
             f"goal, the calls/s and median latency ratios within {_pct(GOAL_CV, 0)} CV: met in "
             f"{met} of {len(judged)}"
         )
+    return lines
+
+
+# Each cell's share of a core spent by other work on the host (tidy.host_other_cpu).
+OTHER = "host_other_cpu"
+
+
+def recorded_other(tidy: pd.DataFrame, folder: Path) -> pd.Series:
+    """Each cell's ``host_other_cpu``: its column, or, in a run made before the runner recorded
+    it, the same figure from the window's range exports the run kept (prometheus/<cell>.json)."""
+    if OTHER in tidy.columns:
+        return tidy[OTHER]
+    values = []
+    for _, cell in tidy.iterrows():
+        path = folder / "prometheus" / f"{cell['cell_id']}.json"
+        raw = json.loads(path.read_text()) if path.is_file() else {}
+        gen, own = (
+            float(cell.get(c, math.nan)) for c in ("generator_cpu_ratio", "runner_cpu_ratio")
+        )
+        values.append(other_cpu(raw, gen, own))
+    return pd.Series(values, index=tidy.index, dtype=float)
+
+
+BLOCK_S = 5  # the window's blocks whose calls/s give its own standard error
+
+
+def within_window(tidy: pd.DataFrame, folder: Path) -> pd.Series:
+    """Each cell's calls/s standard error inside its own window, over its mean: from Locust's
+    per-second history (locust/<cell>_stats_history.csv), the window cut in 5 s blocks (Locust's
+    workers report every 3 s, so single seconds come in lumps). NaN without the history."""
+    values = []
+    for _, cell in tidy.iterrows():
+        path = folder / "locust" / f"{cell['cell_id']}_stats_history.csv"
+        se = math.nan
+        if path.is_file() and {"started_at", "window_s"} <= set(cell.index):
+            h = pd.read_csv(path)
+            h = h[h["Name"] == "Aggregated"].set_index("Timestamp")["Total Request Count"]
+            start, seconds = float(cell["started_at"]), float(cell["window_s"])
+            edges = [start + i * BLOCK_S for i in range(int(seconds // BLOCK_S) + 1)]
+            at = [h[h.index <= t].iloc[-1] if (h.index <= t).any() else math.nan for t in edges]
+            blocks = [b - a for a, b in pairwise(at)]
+            if len(blocks) >= 2 and all(math.isfinite(b) for b in blocks) and sum(blocks) > 0:
+                mean = sum(blocks) / len(blocks)
+                se = _cv(blocks) / math.sqrt(len(blocks)) if mean else math.nan
+        values.append(se)
+    return pd.Series(values, index=tidy.index, dtype=float)
+
+
+def movers(runs: Sequence[pd.DataFrame], folders: Sequence[Path]) -> list[str]:
+    """What moved the figures from run to run, as far as the cells recorded it: other work on
+    the host during each cell (``host_other_cpu``) against the cell's calls per second relative
+    to its condition and arm's mean over the runs. Empty where the runs did not record it."""
+    keys = [k for k in CONDITION if all(k in t.columns for t in runs)]
+    frames = [
+        t.assign(run=i, **{OTHER: recorded_other(t, folder)})
+        for i, (t, folder) in enumerate(zip(runs, folders, strict=True))
+    ]
+    if len(frames) < 2:
+        return []
+    cells = pd.concat(frames, ignore_index=True)
+    http = cells["rest_http"] if "rest_http" in cells.columns else pd.Series("", index=cells.index)
+    cells["arm"] = [_arm(p, h) for p, h in zip(cells["protocol"], http, strict=True)]
+    group = cells.groupby([*keys, "arm"], dropna=False)["ok_per_s"]
+    cells["relative"] = cells["ok_per_s"] / group.transform("mean")
+    both = cells[[OTHER, "relative"]].replace([math.inf, -math.inf], math.nan).dropna()
+    if len(both) < 3 or both[OTHER].std() == 0 or both["relative"].std() == 0:
+        return []
+    r = float(both[OTHER].corr(both["relative"]))
+    slope = float(both["relative"].cov(both[OTHER]) / both[OTHER].var())
+    other = both[OTHER]
+    lines = [
+        f"other work on the host (host_other_cpu): {other.min():.2f}-{other.max():.2f} of a core "
+        f"during the cells, median {other.median():.2f}; a cell's calls/s against its condition's "
+        f"mean moved {slope * 0.1:+.1%} per 0.1 core of it (r = {r:.2f} over {len(both)} cells: it "
+        f"accounts for {r * r:.0%} of their spread)"
+    ]
+    # The two protocols of a condition measured in one run: how differently loaded their cells were.
+    # How much of the spread one window's own noise explains; and whether calls cost the
+    # service more CPU when they went slower (contended cores, not only fewer of them).
+    cells["within"] = [
+        v for t, folder in zip(runs, folders, strict=True) for v in within_window(t, folder)
+    ]
+    spread = group.transform(lambda s: _cv([float(v) for v in s if math.isfinite(v)]))
+    if cells["within"].notna().sum() >= 3:
+        lines.append(
+            f"inside one window, calls/s over {BLOCK_S} s blocks had a standard error of a median "
+            f"{cells['within'].median():.1%} of their mean; from run to run a cell's calls/s "
+            f"moved by a median {spread.median():.1%} (CV): a longer window narrows the first only"
+        )
+    if "cpu_s_per_request" in cells.columns:
+        cost = cells[["cpu_s_per_request", "ok_per_s"]].dropna()
+        cost = cost.assign(
+            cpu=cells["cpu_s_per_request"]
+            / cells.groupby([*keys, "arm"], dropna=False)["cpu_s_per_request"].transform("mean")
+        ).dropna()
+        if len(cost) >= 3 and cost["cpu"].std() > 0:
+            rho = cost["cpu"].corr(cells.loc[cost.index, "relative"], method="spearman")
+            lines.append(
+                f"server CPU per call against the cell's calls/s, each over its condition's mean: "
+                f"Spearman r = {rho:.2f} over {len(cost)} cells (negative: calls cost more CPU "
+                "when they went slower, as on contended cores)"
+            )
+    # The ratio's own deviation from its condition's (geometric) mean against that difference.
+    index = [*keys, "run"]
+    other = cells.pivot_table(index=index, columns="arm", values=OTHER, dropna=False)
+    rate = cells.pivot_table(index=index, columns="arm", values="ok_per_s", dropna=False)
+    if {"rest", "grpc"} <= set(other.columns) & set(rate.columns):
+        pair = pd.DataFrame(
+            {
+                "gap": other["grpc"] - other["rest"],
+                "log": (rate["grpc"] / rate["rest"]).map(math.log),
+            }
+        ).replace([math.inf, -math.inf], math.nan)
+        pair = pair.dropna()
+        if len(pair) >= 3:
+            pair["dev"] = pair["log"] - pair.groupby(level=keys, dropna=False)["log"].transform(
+                "mean"
+            )
+            fit = pair["gap"].corr(pair["dev"]) if pair["dev"].std() > 0 else math.nan
+            lines.append(
+                f"a condition's REST and gRPC cells in one run saw other work differ by a median "
+                f"{pair['gap'].abs().median():.2f} core (max {pair['gap'].abs().max():.2f}); the "
+                f"run's gRPC/REST calls/s ratio against its condition's mean, by that difference: "
+                f"r = {fit:.2f} over {len(pair)} pairs"
+            )
     return lines
 
 

@@ -252,3 +252,78 @@ def test_the_reports_conclusions_use_the_spread_over_runs_when_the_folder_has_it
     said = compare_kind(tidy, "unary", hist, folders[-1])
     assert said.count(f"across 3 runs of this scenario ({rep.CSV})") == 2  # calls/s, latency
     assert "0.60 [0.50-0.71]" in said
+
+
+def test_what_moved_the_figures_is_the_other_work_on_the_host_in_each_cell() -> None:
+    # Every run's REST cell lost 20 % of its calls/s per core of other work, gRPC none, and
+    # other work fell on REST's cell in runs 0 and 2: the ratio moved with it.
+    others = [(1.0, 0.0), (0.0, 0.0), (0.5, 0.0)]
+    tidies = [
+        pd.DataFrame(
+            [
+                row("rest", 100.0 * (1 - 0.2 * o_rest), host_other_cpu=o_rest),
+                row("grpc", 60.0, host_other_cpu=o_grpc),
+            ]
+        )
+        for o_rest, o_grpc in others
+    ]
+    lines = rep.movers(tidies, [Path("unused")] * 3)
+    assert lines[0].startswith("other work on the host (host_other_cpu): 0.00-1.00 of a core")
+    # Each cell's calls/s over its arm's mean: REST 80, 100, 90 over 90; gRPC 1 throughout.
+    other = [1.0, 0.0, 0.0, 0.0, 0.5, 0.0]
+    relative = [80 / 90, 1.0, 100 / 90, 1.0, 1.0, 1.0]
+    r = statistics.correlation(other, relative)
+    slope = statistics.linear_regression(other, relative).slope
+    assert f"moved {slope * 0.1:+.1%} per 0.1 core of it (r = {r:.2f} over 6 cells" in lines[0]
+    assert f"accounts for {r * r:.0%} of their spread" in lines[0]
+    # The gap (gRPC's other work less REST's) was most negative where REST's cell was slowest,
+    # i.e. the ratio highest: they move exactly against each other here.
+    assert lines[1].endswith("r = -1.00 over 3 pairs"), lines[1]
+    assert "differ by a median 0.50 core (max 1.00)" in lines[1]
+
+
+def test_a_run_made_before_the_column_reads_other_work_from_its_kept_exports(
+    tmp_path: Path,
+) -> None:
+    from tests.bench.test_hostcpu import containers, host
+
+    folders = _folders(tmp_path)
+    for folder in folders:
+        tidy = pd.read_csv(folder / "tidy.csv")
+        assert rep.OTHER not in tidy.columns
+        (folder / "prometheus").mkdir()
+        for cell in tidy["cell_id"]:
+            raw = {"host_cpu_seconds": host(1.5), "container_cpu_seconds": containers(rest=0.5)}
+            (folder / "prometheus" / f"{cell}.json").write_text(json.dumps(raw))
+    tidy = pd.read_csv(folders[0] / "tidy.csv").assign(
+        generator_cpu_ratio=0.5, runner_cpu_ratio=0.0
+    )
+    assert rep.recorded_other(tidy, folders[0]).tolist() == pytest.approx([0.5] * len(tidy))
+    # A cell whose exports were not kept is unknown.
+    (folders[0] / "prometheus" / f"{tidy['cell_id'][0]}.json").unlink()
+    assert math.isnan(rep.recorded_other(tidy, folders[0])[0])
+
+
+def test_a_windows_own_noise_comes_from_its_locust_history_in_blocks(tmp_path: Path) -> None:
+    # 15 s window from t=1000: 100 calls a second, then 120, then 80 in its three 5 s blocks.
+    per_second = [100] * 5 + [120] * 5 + [80] * 5
+    counts = [0, *(sum(per_second[: i + 1]) for i in range(15))]
+    history = pd.DataFrame(
+        {
+            "Timestamp": [1000 + i for i in range(16)],
+            "Name": "Aggregated",
+            "Total Request Count": counts,
+        }
+    )
+    (tmp_path / "locust").mkdir()
+    history.to_csv(tmp_path / "locust" / "c1_stats_history.csv", index=False)
+    tidy = pd.DataFrame(
+        [
+            {"cell_id": "c1", "started_at": 1000.0, "window_s": 15.0},
+            {"cell_id": "c2", "started_at": 1000.0, "window_s": 15.0},  # no history
+        ]
+    )
+    got = rep.within_window(tidy, tmp_path)
+    blocks = [500, 600, 400]
+    assert got[0] == pytest.approx(statistics.stdev(blocks) / 500 / math.sqrt(3))
+    assert math.isnan(got[1])
