@@ -5,15 +5,19 @@
 // decision) and exports in batches over OTLP/gRPC to WIRELAB_TRACES_ENDPOINT. Off (the default)
 // start() returns null and nothing of OpenTelemetry is loaded: every hook below is behind it.
 //
-// The hooks are the lab's own few lines, not @opentelemetry/instrumentation-http and -grpc: those
-// cost a small order far more at ratio 0.01 (`wirelab perf trace-cost --runtime node`,
-// node/scripts/trace-cost.js; the figures are in docs/traces.md), since they patch node:http and
-// grpc-js for every call, need a context manager on every asynchronous step of the process
-// (AsyncLocalStorage), and build every attribute before the sampler has said no. Here a call's
-// server span is asked of the SDK's own sampler first (the SDK's tracer then makes an unsampled
-// span without attributes, which costs little in JS, unlike Python's: wirelab/traces/spans.py),
-// attributes are built only for a span that is kept, and the context is handed from the server
-// span to the relay's calls explicitly instead of through a context manager.
+// The hooks are the lab's own few lines, not @opentelemetry/instrumentation-http and -grpc,
+// measured first (`wirelab perf trace-cost --runtime node`, node/scripts/trace-cost.js: the
+// service's CPU per small order, 28 Nov, this 2-core machine at load average 14-26;
+// docs/traces.md): at ratio 0.01 instrumentation-http added 23.8 and 34.5 us to a REST order of 24
+// us where these hooks added -0.5 and 12.5 (two runs); instrumentation-grpc added 0.8 to 36.0 us to
+// a gRPC order where these added -0.6 to 9.7 (the library more in three runs of four), a difference
+// this loaded machine did not resolve more finely. They patch node:http and grpc-js around every
+// call, need a context manager on every asynchronous step of the process (AsyncLocalStorage) to
+// carry a call's context to its relay's calls, and build every attribute before the sampler has
+// said no. Here a call's server span is asked of the SDK's own sampler first (the SDK's tracer then
+// makes an unsampled span without attributes, which costs little in JS, unlike Python's:
+// wirelab/traces/spans.py), attributes are built only for a span that is kept, and the context is
+// handed from the server span to the relay's calls explicitly instead of through a context manager.
 const RUNTIME = 'node';
 
 // Operational endpoints, untraced as they are unmeasured (wirelab/traces/asgi.py's set).
