@@ -3,7 +3,8 @@
 compose's command line, scrapes a REST and a gRPC service traced at ratio 1 and exporting to the
 Jaeger stand-in; after a few orders to each, /api/v1/query_exemplars returns trace ids of their
 duration histograms, negotiated as OpenMetrics by Prometheus's default scrape protocols (no
-scrape_protocols in the config), and Jaeger's API returns each of those traces. Everything runs
+scrape_protocols in the config), so does the exemplar query of Grafana's server latency panel,
+and Jaeger's API returns each of those traces. Everything runs
 in a network namespace of its own (loopback only), so the fixed ports collide with nothing."""
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.config.queries import dashboard_queries
 from tests.config.test_pinned_flags import compose_config
 from tests.gobuild import REPO, go_build
 
@@ -73,22 +75,22 @@ try:
             get(request)
             stub.ProcessOrder(pb.OrderRequest(order=pb.Order(order_id="o-2")), timeout=10)
 
-    def exemplars():
+    def exemplars(expr="wirelab_server_request_duration_seconds_bucket"):
         now = time.time()
-        query = urllib.parse.urlencode({"query": "wirelab_server_request_duration_seconds_bucket",
-                                        "start": now - 600, "end": now + 60})
+        query = urllib.parse.urlencode({"query": expr, "start": now - 600, "end": now + 60})
         data = json.loads(get("http://127.0.0.1:9090/api/v1/query_exemplars?" + query))["data"]
         found = {s["seriesLabels"]["job"]: s["exemplars"] for s in data}
         return found if set(found) == {"rest", "grpc"} else None
 
     stored = until(exemplars, "exemplars in Prometheus")
+    panel = sorted(exemplars(os.environ["PANEL_QUERY"]) or {})
     ids = {e["labels"]["trace_id"] for series in stored.values() for e in series}
     traces = {}
     for trace_id in sorted(ids):
         found = until(lambda: json.loads(get(f"http://127.0.0.1:16686/api/traces/{trace_id}"))["data"],
                       f"trace {trace_id} in Jaeger")
         traces[trace_id] = [s["operationName"] for t in found for s in t["spans"]]
-    print(json.dumps({"stored": stored, "traces": traces}))
+    print(json.dumps({"stored": stored, "traces": traces, "panel": panel}))
 finally:
     for proc in (*procs, prometheus):
         proc.terminate()
@@ -97,10 +99,17 @@ finally:
 CONFIG = """global: {scrape_interval: 1s, scrape_timeout: 1s}
 scrape_configs:
   - job_name: rest
-    static_configs: [{targets: ["127.0.0.1:9100"]}]
+    static_configs: [{targets: ["127.0.0.1:9100"], labels: {runtime: python}}]
   - job_name: grpc
-    static_configs: [{targets: ["127.0.0.1:9101"]}]
+    static_configs: [{targets: ["127.0.0.1:9101"], labels: {runtime: python}}]
 """
+# The exemplars-only target of REST vs gRPC's server latency panel, as Grafana sends it with the
+# dashboard's defaults (runtime python, kind unary).
+(PANEL,) = [
+    q.expr
+    for q in dashboard_queries()
+    if "'Latency, server side'" in q.source and q.template.endswith(" < 0")
+]
 
 
 def prometheus_args(binary: Path, folder: Path) -> list[str]:
@@ -129,6 +138,7 @@ def test_prometheus_stores_the_services_exemplars_and_jaeger_has_their_traces(
         "PYTHON": sys.executable,
         "DRIVER": DRIVER,
         "PROMETHEUS_ARGS": json.dumps(args),
+        "PANEL_QUERY": PANEL,
         "LOGS": f"{tmp_path}/",
     }
     done = subprocess.run(
@@ -144,6 +154,8 @@ def test_prometheus_stores_the_services_exemplars_and_jaeger_has_their_traces(
     for exemplars in read["stored"].values():
         for exemplar in exemplars:
             assert re.fullmatch(r"[0-9a-f]{32}", exemplar["labels"]["trace_id"]), exemplar
+    # Grafana's latency panel finds them too: its exemplar query selects the raw buckets.
+    assert read["panel"] == ["grpc", "rest"]
     assert read["traces"] and all(
         names in (["POST /v1/orders"], ["/wirelab.v1.WireLab/ProcessOrder"])
         for names in read["traces"].values()
