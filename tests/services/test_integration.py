@@ -79,10 +79,17 @@ def launch(
         proc = subprocess.Popen(command, env=environ, stdout=out, stderr=out)
     service = Service(proc, port, metrics_port, log)
     deadline = time.monotonic() + 20
-    while not healthy(environ, port):
-        assert proc.poll() is None, log.read_text()
-        assert time.monotonic() < deadline, f"{command} not healthy: {log.read_text()}"
-        time.sleep(0.2)
+    try:
+        while not healthy(environ, port):
+            assert proc.poll() is None, log.read_text()
+            assert time.monotonic() < deadline, f"{command} not healthy: {log.read_text()}"
+            time.sleep(0.2)
+    except BaseException:
+        # Not left running: a service too slow to come up on a loaded machine outlived its
+        # test run (found serving 20 minutes on).
+        proc.kill()
+        proc.wait()
+        raise
     return service
 
 
