@@ -8,10 +8,13 @@
 // port, loaded by this process with small orders over keep-alive connections (16 in flight); the
 // service's own CPU time (process.cpuUsage, asked over IPC before and after each batch) per
 // order, the best of the batches, the variants taking turns batch by batch, after a discarded
-// warm-up while V8 compiles the hot paths. The load's CPU is this process's and not counted, so
-// a loaded machine moves the figure little.
+// warm-up (--warmup seconds of load each) while V8 compiles the hot paths. The load's CPU is
+// this process's and not counted, so a loaded machine moves the figure little (though on this
+// project's shared machine gRPC's figures still swung by tens of us between runs:
+// docs/traces.md).
 //
 //   node scripts/trace-cost.js [--protocols rest,grpc] [--ratios 0.01,1] [--orders 2000] [--batches 5]
+//                              [--warmup 4]
 const http = require('node:http');
 const os = require('node:os');
 const path = require('node:path');
@@ -19,7 +22,6 @@ const { fork } = require('node:child_process');
 const { parseArgs } = require('node:util');
 
 const IN_FLIGHT = 16;
-const WARMUP_MS = 4000;
 // The small order of the lab's experiments (bench/wirelab_bench/perf/__init__.py's ORDER).
 const ORDER = { order: { order_id: 'o-1', customer_id: 'c-1', items: [{ sku: 'a', quantity: 2, unit_price_cents: 150 }], attributes: { channel: 'bench' }, note: 'small' } };
 const VARIANTS = [['ours', 'the lab\'s hooks (src/traces.js)'], ['library', 'OpenTelemetry\'s instrumentations']];
@@ -93,7 +95,7 @@ async function drive(load, orders) {
 /** Microseconds of each service's CPU per order ({name: [variant, ratio]} -> {name: us}), the
  * best of ``batches`` batches, the services taking turns batch by batch, so that what else the
  * machine does falls on them alike. */
-async function cpuPerOrder(protocol, variants, orders, batches) {
+async function cpuPerOrder(protocol, variants, orders, batches, warmupSeconds) {
   const running = {};
   try {
     for (const [name, [variant, ratio]] of Object.entries(variants)) {
@@ -101,7 +103,7 @@ async function cpuPerOrder(protocol, variants, orders, batches) {
       running[name] = { s, load: loader(protocol, s.port), best: Infinity, spans: 0, orders: 0 };
       // Warm-up, discarded: V8 compiles the hot paths in the first seconds of load (docs/node.md:
       // after 2 s the first measured round still read lower than the second).
-      const warm = Date.now() + WARMUP_MS;
+      const warm = Date.now() + warmupSeconds * 1000;
       while (Date.now() < warm) await drive(running[name].load, 200);
     }
     for (let i = 0; i < batches; i += 1) {
@@ -132,10 +134,12 @@ async function main() {
       ratios: { type: 'string', default: '0.01,1' },
       orders: { type: 'string', default: '2000' },
       batches: { type: 'string', default: '5' },
+      warmup: { type: 'string', default: '4' },
     },
   });
-  const [orders, batches] = [Number(values.orders), Number(values.batches)];
-  if (!(orders > 0 && batches > 0)) throw new Error('--orders and --batches must be positive integers');
+  const [orders, batches, warmup] = [Number(values.orders), Number(values.batches), Number(values.warmup)];
+  if (!(Number.isInteger(orders) && orders > 0 && Number.isInteger(batches) && batches > 0)) throw new Error('--orders and --batches must be positive integers');
+  if (!(warmup >= 0)) throw new Error(`--warmup is a number of seconds (got ${JSON.stringify(values.warmup)})`);
   const ratios = values.ratios.split(',').filter((r) => r);
   for (const ratio of ratios) {
     if (!/^\d+(\.\d+)?$/.test(ratio) || Number(ratio) > 1) throw new Error(`a ratio is a number from 0 to 1 (got ${JSON.stringify(ratio)})`);
@@ -145,7 +149,7 @@ async function main() {
     if (!['rest', 'grpc'].includes(protocol)) throw new Error(`a protocol is rest or grpc (got ${JSON.stringify(protocol)})`);
     const variants = { off: ['off', '0'] };
     for (const ratio of ratios) for (const [variant] of VARIANTS) variants[`${variant} ${ratio}`] = [variant, ratio];
-    const costs = await cpuPerOrder(protocol, variants, orders, batches);
+    const costs = await cpuPerOrder(protocol, variants, orders, batches, warmup);
     const off = costs.off.us;
     console.log(`Node ${protocol === 'rest' ? 'REST' : 'gRPC'} service:\n  traces off: ${off.toFixed(1).padStart(6)} us`);
     for (const ratio of ratios) {

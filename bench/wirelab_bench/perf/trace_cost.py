@@ -299,8 +299,10 @@ def main(argv: list[str] | None = None) -> int:
         if not node:
             cli.error("node not found: install Node.js 20 (or pass --node)")
         script = str(REPO / "node/scripts/trace-cost.js")
-        options = ["--protocols", ",".join(protocols), "--ratios", args.ratios]
-        options += ["--orders", str(args.orders), "--batches", str(args.batches)]
+        # --name=value: node's parseArgs takes a value starting with "-" only so.
+        options = [f"--protocols={','.join(protocols)}", f"--ratios={args.ratios}"]
+        options += [f"--orders={args.orders}", f"--batches={args.batches}"]
+        options += [f"--warmup={args.warmup}"]
         return subprocess.run([node, script, *options]).returncode
     pin(SERVER_CPU)  # ghz, for gRPC, on the other core
     print(f"load average {os.getloadavg()[0]:.2f}; CPU per call, best of {args.batches} x "
