@@ -9,7 +9,10 @@ ratio 0.01: 0.936 [0.931-0.945] against 0.906 [0.902-0.913]; a REST order in pro
 perf trace-cost`) +11.8 us -> within the noise of traces off. Here an unsampled span is
 decided and made without the SDK, as its ParentBased(TraceIdRatioBased) sampler decides: a
 caller's decision is followed, a new trace is kept when the low 64 bits of its random id fall
-under the ratio's bound. A kept span is the SDK's, on that same trace id.
+under the ratio's bound. A kept span is the SDK's, on that same trace id. In a service without
+downstreams an unsampled call gets no span and no context at all (Starter.serve): its span, its
+context and their attach and detach were most of what was left, 4.7-5.5 us of a gRPC call
+through the handlers, 1.4-2.8 us now, and 0.936 -> 0.950 [0.946-0.956] on the whole service.
 """
 
 from __future__ import annotations
