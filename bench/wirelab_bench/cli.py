@@ -18,7 +18,13 @@ from wirelab_bench.perf import commands as experiments
 from wirelab_bench.report import NOTEBOOK, render, resolve_run
 from wirelab_bench.runner import EXIT_GATE_FAILED, EXIT_LAB_NOT_READY, EXIT_USAGE, run
 from wirelab_bench.scenario import Scenario
-from wirelab_bench.scenario_file import ScenarioError, check_routes, load_scenario, resolve
+from wirelab_bench.scenario_file import (
+    ScenarioError,
+    check_routes,
+    load_scenario,
+    resolve,
+    select_loads,
+)
 
 EPILOG = """exit codes:
   0  every cell measured and within its gates
@@ -77,6 +83,12 @@ def parser() -> argparse.ArgumentParser:
         default=1,
         help="run the scenario this many times, one results folder each, then write the "
         "run-to-run spread (repeatability.csv, .html) into the last one (default 1)",
+    )
+    bench.add_argument(
+        "--loads",
+        default="",
+        help="only these load levels, by label, comma-separated (e.g. light: the iit study's "
+        "Light level alone); default every level",
     )
     knob_table.add_arguments(bench)
     report = sub.add_parser(
@@ -211,6 +223,8 @@ def main(argv: list[str] | None = None) -> int:
                 raise ScenarioError(f"unknown --network {knobs.network!r} (known: {known})")
             scenario = scenario.with_network(knobs.network)
             check_routes(scenario)
+        if args.loads:
+            scenario = select_loads(scenario, args.loads)
     except (ScenarioError, NetworkError) as exc:
         print(f"wirelab bench: {exc}", file=sys.stderr)
         return EXIT_USAGE

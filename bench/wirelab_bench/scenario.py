@@ -182,6 +182,14 @@ class Scenario:
         groups = tuple(replace(g, network=network, hop_network="") for g in self.groups)
         return replace(self, groups=groups)
 
+    def with_loads(self, labels: tuple[str, ...]) -> Scenario:
+        """Only the load levels named ``labels`` (a run's --loads, e.g. the iit study's Light
+        level alone; scenario_file.select_loads checks the names)."""
+        groups = tuple(
+            replace(g, loads=tuple(x for x in g.loads if x.label in labels)) for g in self.groups
+        )
+        return replace(self, groups=tuple(g for g in groups if g.loads))
+
     def estimated_seconds(self, overhead_s: float = CELL_OVERHEAD_S) -> float:
         """The cells' phases plus ``overhead_s`` per cell (wirelab_bench.cellcost measures it)."""
         return sum(c.seconds + overhead_s for c in self.cells())

@@ -302,3 +302,16 @@ def resolve(name_or_path: str, scenarios_dir: Path) -> Path:
         known = sorted(p.stem for p in scenarios_dir.glob("*.toml"))
         raise ScenarioError(f"no scenario {name_or_path!r} in {scenarios_dir} (known: {known})")
     return candidate
+
+
+def select_loads(scenario: Scenario, labels: str) -> Scenario:
+    """``scenario`` with only the comma-separated load ``labels`` (`wirelab bench --loads`); a
+    label no group has is an error, not an empty run."""
+    wanted = tuple(x.strip() for x in labels.split(",") if x.strip())
+    known = {load.label for g in scenario.groups for load in g.loads}
+    unknown = [x for x in wanted if x not in known]
+    if unknown or not wanted:
+        raise ScenarioError(
+            f"unknown --loads {labels!r} (the scenario's levels: {', '.join(sorted(known))})"
+        )
+    return scenario.with_loads(wanted)

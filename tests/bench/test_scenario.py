@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from wirelab_bench.cli import main
 from wirelab_bench.knobs import KNOBS, REPO, env_name, flag
-from wirelab_bench.scenario_file import ScenarioError, load_scenario, resolve
+from wirelab_bench.scenario_file import ScenarioError, load_scenario, resolve, select_loads
 
 SCENARIOS = REPO / "scenarios"
 
@@ -188,3 +188,19 @@ def test_the_http2_scenario_times_rest_over_both_https_and_grpc_with_loadgen() -
     assert arms == {("rest", "1.1"), ("rest", "h2c"), ("grpc", "1.1")}
     assert {c.group.generator for c in cells} == {"loadgen"}
     assert len({c.cell_id for c in cells}) == len(cells)
+
+
+def test_loads_selects_levels_by_label_and_refuses_an_unknown_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    iit = load_scenario(SCENARIOS / "iit.toml")
+    light = select_loads(iit, "light")
+    assert {c.load.label for c in light.cells()} == {"light"}
+    assert len(light.cells()) * 3 == len(iit.cells())
+    assert {c.load.label for c in select_loads(iit, "light, heavy").cells()} == {"light", "heavy"}
+    with pytest.raises(ScenarioError, match=r"'lite'.*heavy, light, medium"):
+        select_loads(iit, "lite")
+    assert main(["bench", "iit", "--loads", "lite", "--results-dir", str(tmp_path / "r")]) == 2
+    assert "unknown --loads" in capsys.readouterr().err
+    assert main(["bench", "iit", "--loads", "light", "--dry-run"]) == 0
+    assert "8 cells" in capsys.readouterr().out
