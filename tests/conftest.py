@@ -24,7 +24,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 @pytest.fixture(autouse=True)
 def _cpus_as_found() -> Iterator[None]:
-    # A benchmark's main pins the process that runs it to one core (wirelab_bench.perf.svcprocs
+    # A benchmark's main pins the process that runs it to one core (wirelab_perf.svcprocs
     # .pin), and its tests call main in-process: pytest then stayed on that core, and so did
     # every process a later test started. With tests/bench run first (test_grpc_memory.py pins),
     # the Locust web UI test's services, Locust and Chromium shared one core: its page showed the

@@ -10,11 +10,11 @@ from dataclasses import replace
 from pathlib import Path
 
 from wirelab.contract.table import value
+from wirelab_perf import commands as experiments
 
 from wirelab_bench import knobs as knob_table
 from wirelab_bench.cellcost import cell_cost
 from wirelab_bench.network import DIRECT, NetworkError, Toxiproxy, load_profiles
-from wirelab_bench.perf import commands as experiments
 from wirelab_bench.report import NOTEBOOK, render, resolve_run
 from wirelab_bench.runner import EXIT_GATE_FAILED, EXIT_LAB_NOT_READY, EXIT_USAGE, run
 from wirelab_bench.scenario import Scenario

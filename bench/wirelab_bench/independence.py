@@ -12,8 +12,7 @@ from typing import Any
 
 from wirelab.contract import KINDS_BY_PROTOCOL
 from wirelab.contract.table import value
-
-from wirelab_bench.perf.overhead import decides, median_interval
+from wirelab_perf.overhead import decides, median_interval
 
 FILE = "crosscheck.json"
 # The kinds both protocols offer that a reference tool drives on both sides, and why not the

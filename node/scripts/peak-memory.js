@@ -2,7 +2,7 @@
 'use strict';
 // Memory one-message transfers need in the Node services, per path: the peak RSS one call adds,
 // as a multiple of its payload (what the payload budget charges each path is read against). The
-// method of bench/wirelab_bench/perf/grpc_memory.py: a fresh service process per path (metrics on),
+// method of perf/wirelab_perf/grpc_memory.py: a fresh service process per path (metrics on),
 // a small warm-up call, its high-water mark (VmHWM) read, one transfer, the mark read again.
 //
 //   node scripts/peak-memory.js [size in MiB, default 64]

@@ -22,7 +22,7 @@ const { fork } = require('node:child_process');
 const { parseArgs } = require('node:util');
 
 const IN_FLIGHT = 16;
-// The small order of the lab's experiments (bench/wirelab_bench/perf/__init__.py's ORDER).
+// The small order of the lab's experiments (perf/wirelab_perf/__init__.py's ORDER).
 const ORDER = { order: { order_id: 'o-1', customer_id: 'c-1', items: [{ sku: 'a', quantity: 2, unit_price_cents: 150 }], attributes: { channel: 'bench' }, note: 'small' } };
 const VARIANTS = [['ours', 'the lab\'s hooks (src/traces.js)'], ['library', 'OpenTelemetry\'s instrumentations']];
 

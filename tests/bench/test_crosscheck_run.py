@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from wirelab_bench import independence
-from wirelab_bench.perf import crosscheck
+from wirelab_perf import crosscheck
 
 pytestmark = pytest.mark.integration
 

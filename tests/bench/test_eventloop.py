@@ -1,4 +1,4 @@
-"""The event-loop benchmark (wirelab_bench.perf.eventloop): its rounds, its summary, its arms."""
+"""The event-loop benchmark (wirelab_perf.eventloop): its rounds, its summary, its arms."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import shutil
 from collections import Counter
 
 import pytest
-from wirelab_bench.perf import eventloop
-from wirelab_bench.perf.loadtools import Load
+from wirelab_perf import eventloop
+from wirelab_perf.loadtools import Load
 
 needs_tools = pytest.mark.skipif(
     shutil.which("node") is None or shutil.which("wrk") is None, reason="needs node and wrk"

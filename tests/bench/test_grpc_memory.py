@@ -4,7 +4,7 @@ bursts on both runtimes too."""
 from __future__ import annotations
 
 import pytest
-from wirelab_bench.perf import bursts, grpc_memory
+from wirelab_perf import bursts, grpc_memory
 
 from tests.node.conftest import node_binary
 

@@ -7,9 +7,9 @@ from collections import Counter
 
 import pytest
 from wirelab.v1 import wirelab_pb2 as pb
-from wirelab_bench.perf import ORDER, h2
-from wirelab_bench.perf.h2load import failed, parse_log, percentile
-from wirelab_bench.perf.loadtools import Load
+from wirelab_perf import ORDER, h2
+from wirelab_perf.h2load import failed, parse_log, percentile
+from wirelab_perf.loadtools import Load
 
 SUMMARY = """finished in 2.00s, 200.00 req/s, 51.45KB/s
 requests: 400 total, 404 started, 400 done, 398 succeeded, 2 failed, 1 errored, 0 timeout

@@ -14,8 +14,8 @@ from collections.abc import Callable
 
 import psutil
 import pytest
-from wirelab_bench.perf import hop
-from wirelab_bench.perf.hopstats import (
+from wirelab_perf import hop
+from wirelab_perf.hopstats import (
     ARMS,
     BALANCE_ARMS,
     BARE,
@@ -33,10 +33,10 @@ from wirelab_bench.perf.hopstats import (
     relay_cpu,
     spread_problem,
 )
-from wirelab_bench.perf.loadtools import Load
-from wirelab_bench.perf.replicas import ROUND_ROBIN_CONFIG, dns_server, served
-from wirelab_bench.perf.svcprocs import Service
-from wirelab_bench.perf.vegeta import parse_vegeta
+from wirelab_perf.loadtools import Load
+from wirelab_perf.replicas import ROUND_ROBIN_CONFIG, dns_server, served
+from wirelab_perf.svcprocs import Service
+from wirelab_perf.vegeta import parse_vegeta
 
 from tests.node.conftest import node_binary
 

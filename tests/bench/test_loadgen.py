@@ -23,10 +23,10 @@ from wirelab_bench.loadgen import (
     run_closed,
     run_open,
 )
-from wirelab_bench.perf import crosscheck, openloop, orderchain
-from wirelab_bench.perf.openloop import main, plot
 from wirelab_bench.scenario_file import load_scenario
 from wirelab_locust.content import order
+from wirelab_perf import crosscheck, openloop, orderchain
+from wirelab_perf.openloop import main, plot
 
 BODY = {"order": {"order_id": "o-1"}, "work_ms": 0}
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 from wirelab_bench.loadgen import BINARY, run_closed, run_open
-from wirelab_bench.perf.crosscheck import BODY
-from wirelab_bench.perf.svcprocs import Service, service
 from wirelab_bench.scrape import scrape
+from wirelab_perf.crosscheck import BODY
+from wirelab_perf.svcprocs import Service, service
 
 from tests.bench.lab import require_loadgen
 

@@ -8,8 +8,8 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from wirelab_bench.perf import locust_h2
-from wirelab_bench.perf.locust_overhead import Result
+from wirelab_perf import locust_h2
+from wirelab_perf.locust_overhead import Result
 
 
 def _result(rps: float, cpu: float, median: float) -> Result:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import promql_parser
 import pytest
-from wirelab_bench.perf.monitoring import (
+from wirelab_perf.monitoring import (
     MONITORING,
     appended_query,
     by_label,

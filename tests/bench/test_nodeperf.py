@@ -1,4 +1,4 @@
-"""The Node.js benchmark (wirelab_bench.perf.node): its comparisons, its processes, its method."""
+"""The Node.js benchmark (wirelab_perf.node): its comparisons, its processes, its method."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import grpc
 import pytest
 from google.protobuf import json_format
 from wirelab.v1 import wirelab_pb2, wirelab_pb2_grpc
-from wirelab_bench.perf import ORDER
-from wirelab_bench.perf import node as nodeperf
-from wirelab_bench.perf.overhead import Run, summarize, together, verdict
-from wirelab_bench.perf.svcprocs import SERVER_CPU
+from wirelab_perf import ORDER
+from wirelab_perf import node as nodeperf
+from wirelab_perf.overhead import Run, summarize, together, verdict
+from wirelab_perf.svcprocs import SERVER_CPU
 
 NODE = shutil.which("node")
 needs_node = pytest.mark.skipif(NODE is None, reason="node is not installed")

@@ -1,4 +1,4 @@
-"""The order-chain benchmark's parts (wirelab_bench.perf.orderchain): the generator's closed-loop
+"""The order-chain benchmark's parts (wirelab_perf.orderchain): the generator's closed-loop
 figures, the arms' rotation, CPU per order above idle from cAdvisor's stamped samples."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from wirelab.hops.confirm import confirmation
 from wirelab_bench.loadgen import ClosedRun, closed_figures
-from wirelab_bench.perf import confirmations, orderchain
-from wirelab_bench.perf.orderchain import Cpu, CpuSample, per_order, rotation, services
 from wirelab_bench.promql import SERVICE_LABEL
 from wirelab_bench.scrape import parse
+from wirelab_perf import confirmations, orderchain
+from wirelab_perf.orderchain import Cpu, CpuSample, per_order, rotation, services
 
 
 def summary(answered: int, failed: int, late: int) -> dict[str, Any]:
@@ -103,7 +103,7 @@ def test_idle_and_fresh_samples_follow_cadvisors_stamps(monkeypatch: pytest.Monk
     stamps = iter([(10.0, 1000.0), (10.0, 1000.0), (11.0, 1020.0), (11.0, 1020.0), (13.0, 1030.0)])
     cpu = Cpu("http://prometheus", ["amqp"])
     monkeypatch.setattr(cpu, "sample", lambda: _sample(*next(stamps)))
-    monkeypatch.setattr("wirelab_bench.perf.orderchain.time.sleep", lambda _: None)
+    monkeypatch.setattr("wirelab_perf.orderchain.time.sleep", lambda _: None)
     cpu.measure_idle(10)  # first at 1000; 1000 is not past 1005, 1020 is
     assert cpu.idle == {"amqp": pytest.approx(0.05)}
     assert cpu.after(1025.0) == _sample(13.0, 1030.0)

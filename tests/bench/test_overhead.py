@@ -14,8 +14,8 @@ from typing import Any, ClassVar
 import pytest
 import yaml
 from wirelab.contract.table import BY_ENV
-from wirelab_bench.perf import overhead
-from wirelab_bench.perf.overhead import Run, paired_ratios, scraping
+from wirelab_perf import overhead
+from wirelab_perf.overhead import Run, paired_ratios, scraping
 
 from tests.config.queries import REPO, seconds
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 from wirelab_bench.cli import main
-from wirelab_bench.perf import commands
-from wirelab_bench.perf import scrape_cost as an_experiment
+from wirelab_perf import commands
+from wirelab_perf import scrape_cost as an_experiment
 
 PERF = Path(commands.__file__).parent
 # A module with a main that is no experiment: the relay process the hop experiment starts.

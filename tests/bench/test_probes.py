@@ -1,4 +1,4 @@
-"""The healthcheck benchmark (wirelab_bench.perf.probes): it runs compose's own healthchecks,
+"""The healthcheck benchmark (wirelab_perf.probes): it runs compose's own healthchecks,
 mapped onto the checkout, against real services, and prints what each check costs."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from wirelab_bench.knobs import REPO
-from wirelab_bench.perf import probes
+from wirelab_perf import probes
 
 NODE = shutil.which("node")
 

@@ -8,7 +8,7 @@ import re
 
 import pytest
 from prometheus_client import metrics as library_metrics
-from wirelab_bench.perf import scrape_cost
+from wirelab_perf import scrape_cost
 
 
 def test_reports_cpu_per_scrape_for_each_protocol_and_format(

@@ -9,9 +9,9 @@ import time
 from collections import Counter
 
 import pytest
-from wirelab_bench.perf.loadtools import parse_ghz, parse_wrk
-from wirelab_bench.perf.prober import Probe, periodic, recovery_seconds
-from wirelab_bench.perf.stress import counts, growth, in_flight_for, knee, pause_for
+from wirelab_perf.loadtools import parse_ghz, parse_wrk
+from wirelab_perf.prober import Probe, periodic, recovery_seconds
+from wirelab_perf.stress import counts, growth, in_flight_for, knee, pause_for
 
 WRK_OUT = """Running 5s test @ http://127.0.0.1:8000/v1/orders
   1 threads and 600 connections

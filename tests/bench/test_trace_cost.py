@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from wirelab_bench.perf import trace_cost
+from wirelab_perf import trace_cost
 
 from tests.bench.test_crosscheck_run import require
 

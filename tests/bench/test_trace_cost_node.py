@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from wirelab_bench.perf import trace_cost
+from wirelab_perf import trace_cost
 
 from tests.node.conftest import node_binary
 

@@ -8,7 +8,7 @@ from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExport
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from wirelab_bench.perf.overhead import otlp_sink
+from wirelab_perf.overhead import otlp_sink
 
 
 def test_the_sink_takes_an_otlp_export() -> None:

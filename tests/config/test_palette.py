@@ -33,7 +33,11 @@ def dashboard_colours() -> dict[str, str]:
 def plot_palettes() -> dict[str, dict[str, str]]:
     """Every ``COLORS = {...}`` of the report notebook and the benchmarks that draw plots."""
     found = {}
-    for path in [REPO / "notebooks" / "report.py", *sorted((REPO / "bench").rglob("*.py"))]:
+    for path in [
+        REPO / "notebooks" / "report.py",
+        *sorted((REPO / "bench").rglob("*.py")),
+        *sorted((REPO / "perf").rglob("*.py")),
+    ]:
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Assign) and any(
                 isinstance(t, ast.Name) and t.id == "COLORS" for t in node.targets

@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from wirelab_bench.loadgen import BINARY, OpenRun, run_open
-from wirelab_bench.perf.crosscheck import BODY
+from wirelab_perf.crosscheck import BODY
 
 from tests.bench.lab import require_loadgen
 from tests.config.queries import REPO, all_queries

@@ -1,11 +1,11 @@
 """A bare relay: the transport's own cost of one hop, without wirelab's.
 
-``python -m wirelab_bench.perf.barerelay rest|grpc PORT DOWNSTREAM`` forwards each order as it
+``python -m wirelab_perf.barerelay rest|grpc PORT DOWNSTREAM`` forwards each order as it
 came, bytes in and bytes out, to DOWNSTREAM (http://host:port or grpc://host:port) on one client
 opened once: REST a raw ASGI app on uvicorn (uvloop + httptools, as wirelab's REST service) with
 one httpx.AsyncClient pooled as wirelab's hop pools it; gRPC a grpc.aio server with one channel,
 the method handled as raw bytes. No parsing, no validation, no metrics: what is left is what
-any relay of the same shape pays. The hop benchmark (wirelab_bench.perf.hop) compares it with
+any relay of the same shape pays. The hop benchmark (wirelab_perf.hop) compares it with
 wirelab's relay.
 """
 
@@ -114,7 +114,7 @@ async def serve_grpc(port: int, downstream: str) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    p = argparse.ArgumentParser(prog="python -m wirelab_bench.perf.barerelay", description=__doc__)
+    p = argparse.ArgumentParser(prog="python -m wirelab_perf.barerelay", description=__doc__)
     p.add_argument("protocol", choices=("rest", "grpc"))
     p.add_argument("port", type=int, help="loopback port to listen on")
     p.add_argument("downstream", help="http://host:port (rest) or grpc://host:port (grpc)")

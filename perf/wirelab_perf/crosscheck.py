@@ -26,16 +26,17 @@ from typing import Any
 
 import httpx
 from wirelab.contract import CALLS
-
 from wirelab_bench import independence
 from wirelab_bench.histo import buckets, quantile
 from wirelab_bench.independence import Measured
 from wirelab_bench.knobs import REPO, listed, parser
 from wirelab_bench.loadgen import run_closed, run_open
-from wirelab_bench.perf import kindcalls
-from wirelab_bench.perf.kindcalls import BODY, Shape
-from wirelab_bench.perf.loadtools import Load
-from wirelab_bench.perf.locust_overhead import (
+from wirelab_bench.scrape import scrape
+
+from wirelab_perf import kindcalls
+from wirelab_perf.kindcalls import BODY, Shape
+from wirelab_perf.loadtools import Load
+from wirelab_perf.locust_overhead import (
     LAB_LOCUSTFILE,
     Lab,
     arm_args,
@@ -43,8 +44,7 @@ from wirelab_bench.perf.locust_overhead import (
     run_locust,
     services,
 )
-from wirelab_bench.perf.svcprocs import CLIENT_CPU, free_port, pinned
-from wirelab_bench.scrape import scrape
+from wirelab_perf.svcprocs import CLIENT_CPU, free_port, pinned
 
 __all__ = ["BODY", "main"]
 # Generators by name: a reference pairs a compiled tool on each side; the lab's own follow.

@@ -10,7 +10,7 @@ same core (what the cluster costs where it cannot add a core; no goal). ``--comp
 least server that answers the order call (node/scripts/floor-*.js: decode, total, echo the order,
 encode) against the bare echo server, which is what any conforming server keeps of the echo's
 throughput; ``--compare conforming``: each Node service against that floor (no goals). Every
-comparison is the observer-effect method of ``wirelab_bench.perf.overhead``: both processes
+comparison is the observer-effect method of ``wirelab_perf.overhead``: both processes
 pinned to one core and loaded at once (wrk for REST, ghz for gRPC, small orders at saturation)
 from the other, each scraped as the lab's Prometheus scrapes it, requests per server CPU-second,
 the median of many rounds' ratios over fresh process pairs with its 95 % interval.
@@ -27,13 +27,14 @@ from pathlib import Path
 
 from wirelab_bench.health import wait_healthy
 from wirelab_bench.knobs import REPO, listed, parser
-from wirelab_bench.perf.overhead import (
+
+from wirelab_perf.overhead import (
     Starter,
     counter_for,
     measure_pairs,
     summarize,
 )
-from wirelab_bench.perf.svcprocs import (
+from wirelab_perf.svcprocs import (
     CLIENT_CPU,
     SERVER_CPU,
     Service,

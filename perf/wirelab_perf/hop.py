@@ -3,7 +3,7 @@
 Four arms against one downstream B (a wirelab service; the small order, work_ms=0):
 direct, the load tool calls B; wirelab, it calls A, a wirelab service of the same protocol with
 WIRELAB_DOWNSTREAM=B and WIRELAB_LOCAL_WORK=off (a pure relay answering with B's reply); bare,
-it calls the bare relay of wirelab_bench.perf.barerelay, the transport's own cost of a hop;
+it calls the bare relay of wirelab_perf.barerelay, the transport's own cost of a hop;
 nginx, it calls nginx proxying to B as the cluster topology's load balancer does (HTTP/1.1
 keep-alive upstream, grpc_pass). Client-side balancing (gRPC's round_robin) puts no process
 between client and B: its hop is the direct arm (its picker: --compare balance, below). Every
@@ -25,7 +25,7 @@ one (its added latency and relay CPU per call).
 --compare balance measures load balancing instead, over three Bs (the cluster topology's
 replicas, on one port of 127.0.0.1-3) sharing the server CPU: direct, the load tool calls the
 first; round-robin (gRPC only), ghz balances over all three itself, grpc-go's round_robin over
-the addresses a name resolves to (wirelab_bench.perf.replicas), so no process is in the path
+the addresses a name resolves to (wirelab_perf.replicas), so no process is in the path
 and the picker's cost shows in the latency and the load tool's CPU; nginx, it calls nginx
 balancing over the three (the cluster's lb, an upstream of three servers). The lab's REST
 callers do no client-side balancing: REST gets direct and nginx only. The same rate, rounds and
@@ -55,11 +55,12 @@ import httpx
 from google.protobuf import json_format
 from wirelab.v1 import wirelab_pb2 as pb
 from wirelab.v1 import wirelab_pb2_grpc as pb_grpc
-
 from wirelab_bench.environment import git_info, host_info
 from wirelab_bench.knobs import REPO, parser
-from wirelab_bench.perf import ORDER
-from wirelab_bench.perf.hopstats import (
+from wirelab_bench.results import new_run_dir, write_json
+
+from wirelab_perf import ORDER
+from wirelab_perf.hopstats import (
     ARMS,
     BALANCE_ARMS,
     BARE,
@@ -81,12 +82,12 @@ from wirelab_bench.perf.hopstats import (
     relay_cpu,
     spread_problem,
 )
-from wirelab_bench.perf.loadtools import Load, ghz
-from wirelab_bench.perf.node import SERVICES as NODE_SERVICES
-from wirelab_bench.perf.node import node_process
-from wirelab_bench.perf.overhead import find_ghz, pair_rounds
-from wirelab_bench.perf.replicas import dns_server, replicas, served
-from wirelab_bench.perf.svcprocs import (
+from wirelab_perf.loadtools import Load, ghz
+from wirelab_perf.node import SERVICES as NODE_SERVICES
+from wirelab_perf.node import node_process
+from wirelab_perf.overhead import find_ghz, pair_rounds
+from wirelab_perf.replicas import dns_server, replicas, served
+from wirelab_perf.svcprocs import (
     CLIENT_CPU,
     SERVER_CPU,
     Service,
@@ -95,8 +96,7 @@ from wirelab_bench.perf.svcprocs import (
     running,
     service,
 )
-from wirelab_bench.perf.vegeta import find_vegeta, vegeta
-from wirelab_bench.results import new_run_dir, write_json
+from wirelab_perf.vegeta import find_vegeta, vegeta
 
 # ghz's workers take the --rps ticks; far more than the calls in flight at this rate (one or
 # two), so a tick never waits for a free worker.
@@ -138,7 +138,7 @@ def answering(protocol: str, address: str, timeout: float = 30) -> None:
 @contextmanager
 def bare_relay(protocol: str, cpu: int, downstream: str) -> Iterator[Service]:
     port = free_port()
-    cmd = [sys.executable, "-m", "wirelab_bench.perf.barerelay", protocol, str(port), downstream]
+    cmd = [sys.executable, "-m", "wirelab_perf.barerelay", protocol, str(port), downstream]
     url = address_of(protocol, port)
     with running(cmd, cpu, lambda: answering(protocol, url)) as process:
         yield Service(protocol, url, process, metrics_url="")  # no metrics at all

@@ -19,10 +19,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from wirelab.contract import CANONICAL_CODES, EDGE_PROTOCOLS, KINDS_BY_PROTOCOL
 from wirelab.exposition import TextPage
 from wirelab.metrics import SAMPLED, Sampled, ServerMetrics
-from wirelab_locust.metrics import ClientCollector, Gauges, Observations
-
 from wirelab_bench.knobs import parser
 from wirelab_bench.scrape import parse
+from wirelab_locust.metrics import ClientCollector, Gauges, Observations
 
 
 def _calls(metrics: ServerMetrics) -> None:

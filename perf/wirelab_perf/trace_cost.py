@@ -39,11 +39,11 @@ from wirelab.rpc.kinds import METHOD_KINDS
 from wirelab.rpc.server import build_aio
 from wirelab.serving import instruments
 from wirelab.traces import Tracing, grpc_kind, start
-
 from wirelab_bench.knobs import REPO, listed, parser
-from wirelab_bench.perf import ORDER
-from wirelab_bench.perf.overhead import find_ghz
-from wirelab_bench.perf.svcprocs import CLIENT_CPU, SERVER_CPU, pin, pinned
+
+from wirelab_perf import ORDER
+from wirelab_perf.overhead import find_ghz
+from wirelab_perf.svcprocs import CLIENT_CPU, SERVER_CPU, pin, pinned
 
 BODY = json.dumps(ORDER).encode()
 PROTOCOLS = ("rest", "grpc")

@@ -27,9 +27,9 @@ import httpx
 from wirelab import core
 from wirelab.v1 import wirelab_pb2 as pb
 from wirelab.v1 import wirelab_pb2_grpc as pb_grpc
-
 from wirelab_bench.knobs import parser
-from wirelab_bench.perf.svcprocs import CLIENT_CPU, SERVER_CPU, pin, service
+
+from wirelab_perf.svcprocs import CLIENT_CPU, SERVER_CPU, pin, service
 
 MIB = 1024 * 1024
 # A transfer returns what it got back: the bytes (downloads, hashed after the clock stops) or

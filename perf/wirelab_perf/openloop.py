@@ -19,10 +19,11 @@ from pathlib import Path
 
 from wirelab_bench.knobs import parser
 from wirelab_bench.loadgen import ARRIVALS, OpenRun, knee, run_open
-from wirelab_bench.perf import write_rows
-from wirelab_bench.perf.crosscheck import BODY
-from wirelab_bench.perf.locust_overhead import exit_on_sigterm, services
-from wirelab_bench.perf.svcprocs import CLIENT_CPU
+
+from wirelab_perf import write_rows
+from wirelab_perf.crosscheck import BODY
+from wirelab_perf.locust_overhead import exit_on_sigterm, services
+from wirelab_perf.svcprocs import CLIENT_CPU
 
 # The dashboards' palette (tests/config/test_palette.py holds every plot to it).
 COLORS = {"rest": "tab:blue", "grpc": "tab:orange"}

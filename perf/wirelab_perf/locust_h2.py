@@ -16,8 +16,9 @@ import sys
 from collections.abc import Callable
 
 from wirelab_bench.knobs import parser
-from wirelab_bench.perf.locust_overhead import LAB_LOCUSTFILE, Result, exit_on_sigterm, run_locust
-from wirelab_bench.perf.svcprocs import SERVER_CPU, service
+
+from wirelab_perf.locust_overhead import LAB_LOCUSTFILE, Result, exit_on_sigterm, run_locust
+from wirelab_perf.svcprocs import SERVER_CPU, service
 
 CLIENTS = ("1.1", "h2c")
 

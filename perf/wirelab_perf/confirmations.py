@@ -13,7 +13,6 @@ import time
 from dataclasses import dataclass
 
 import httpx
-
 from wirelab_bench.histo import quantile
 from wirelab_bench.scrape import scrape
 

@@ -12,8 +12,8 @@ from typing import Any
 
 from wirelab_locust.content import chunks, order_request, payload
 
-from wirelab_bench.perf.loadtools import PROTO, WRK_SCRIPT, Load, _run, parse_ghz, parse_wrk
-from wirelab_bench.perf.vegeta import parse_vegeta
+from wirelab_perf.loadtools import PROTO, WRK_SCRIPT, Load, _run, parse_ghz, parse_wrk
+from wirelab_perf.vegeta import parse_vegeta
 
 # The one small order, as Locust's lab users send it (wirelab-loadgen sends it too).
 BODY = order_request()

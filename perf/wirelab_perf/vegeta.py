@@ -11,8 +11,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from wirelab_bench.perf import ORDER
-from wirelab_bench.perf.loadtools import Load, _run
+from wirelab_perf import ORDER
+from wirelab_perf.loadtools import Load, _run
 
 INSTALL = "go install github.com/tsenart/vegeta/v12@v12.13.0"
 

@@ -21,8 +21,8 @@ from wirelab import core
 from wirelab.v1 import wirelab_pb2 as pb
 from wirelab.v1 import wirelab_pb2_grpc as pb_grpc
 
-from wirelab_bench.perf.node import SERVICES, node_process
-from wirelab_bench.perf.svcprocs import SERVER_CPU, Service, service
+from wirelab_perf.node import SERVICES, node_process
+from wirelab_perf.svcprocs import SERVER_CPU, Service, service
 
 MIB = 1024 * 1024
 CHUNK = MIB

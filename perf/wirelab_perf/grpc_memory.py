@@ -21,10 +21,10 @@ import grpc
 from wirelab import core
 from wirelab.v1 import wirelab_pb2 as pb
 from wirelab.v1 import wirelab_pb2_grpc as pb_grpc
-
 from wirelab_bench.knobs import listed, parser
-from wirelab_bench.perf import bursts
-from wirelab_bench.perf.svcprocs import CLIENT_CPU, SERVER_CPU, pin, service
+
+from wirelab_perf import bursts
+from wirelab_perf.svcprocs import CLIENT_CPU, SERVER_CPU, pin, service
 
 MIB = 1024 * 1024
 Transfer = Callable[[pb_grpc.WireLabStub, int, int], int]

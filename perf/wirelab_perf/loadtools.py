@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from wirelab_bench.knobs import REPO
-from wirelab_bench.perf import ORDER
-from wirelab_bench.perf.svcprocs import CLIENT_CPU, pinned
+
+from wirelab_perf import ORDER
+from wirelab_perf.svcprocs import CLIENT_CPU, pinned
 
 WRK_SCRIPT = Path(__file__).with_name("wrk_paced.lua")
 PROTO = REPO / "proto" / "wirelab" / "v1" / "wirelab.proto"

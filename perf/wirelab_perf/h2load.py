@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from wirelab_bench.perf.loadtools import Load, _run
+from wirelab_perf.loadtools import Load, _run
 
 INSTALL = "apt-get install -y nghttp2-client"
 

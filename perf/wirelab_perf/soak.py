@@ -17,9 +17,10 @@ import sys
 import time
 
 from wirelab_bench.knobs import parser
-from wirelab_bench.perf.overhead import find_ghz
-from wirelab_bench.perf.prober import between, median_ms, periodic
-from wirelab_bench.perf.stress import (
+
+from wirelab_perf.overhead import find_ghz
+from wirelab_perf.prober import between, median_ms, periodic
+from wirelab_perf.stress import (
     MIB,
     counts,
     drive,
@@ -28,7 +29,7 @@ from wirelab_bench.perf.stress import (
     saturated,
     verdict,
 )
-from wirelab_bench.perf.svcprocs import CLIENT_CPU, SERVER_CPU, pin
+from wirelab_perf.svcprocs import CLIENT_CPU, SERVER_CPU, pin
 
 GROWTH_GOAL = 0.10
 

@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx
-
 from wirelab_bench.knobs import parser
 
 MONITORING = ("prometheus", "cadvisor", "node-exporter")

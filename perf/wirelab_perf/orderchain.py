@@ -29,14 +29,14 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from wirelab_locust.content import order_request
-
 from wirelab_bench.knobs import parser
 from wirelab_bench.loadgen import ClosedRun, run_closed
-from wirelab_bench.perf import write_rows
-from wirelab_bench.perf.confirmations import NONE, Confirmations, between, read, settled
-from wirelab_bench.perf.locust_overhead import exit_on_sigterm
 from wirelab_bench.promql import SERVICE_LABEL
+from wirelab_locust.content import order_request
+
+from wirelab_perf import write_rows
+from wirelab_perf.confirmations import NONE, Confirmations, between, read, settled
+from wirelab_perf.locust_overhead import exit_on_sigterm
 
 ARMS = ("rest", "grpc", "amqp")
 CONFIRMATION_COLUMNS = tuple(f"confirmation_{f}" for f in Confirmations.__dataclass_fields__)

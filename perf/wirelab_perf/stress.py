@@ -13,11 +13,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 import httpx
-
-from wirelab_bench.perf.loadtools import Load, ghz, wrk
-from wirelab_bench.perf.prober import Probe, between, median_ms, probing
-from wirelab_bench.perf.svcprocs import SERVER_CPU, Service, service
 from wirelab_bench.scrape import scrape
+
+from wirelab_perf.loadtools import Load, ghz, wrk
+from wirelab_perf.prober import Probe, between, median_ms, probing
+from wirelab_perf.svcprocs import SERVER_CPU, Service, service
 
 MIB = 1024 * 1024
 # Closed-loop concurrency steps of the saturation search: the throughput stops growing well

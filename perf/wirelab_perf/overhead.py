@@ -36,9 +36,10 @@ from pathlib import Path
 from typing import Any
 
 from wirelab_bench.knobs import REPO, parser
-from wirelab_bench.perf import ORDER
-from wirelab_bench.perf.h2load import find_h2load
-from wirelab_bench.perf.svcprocs import (
+
+from wirelab_perf import ORDER
+from wirelab_perf.h2load import find_h2load
+from wirelab_perf.svcprocs import (
     CLIENT_CPU,
     SERVER_CPU,
     Service,

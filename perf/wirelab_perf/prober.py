@@ -16,8 +16,8 @@ from google.protobuf import json_format
 from wirelab.v1 import wirelab_pb2 as pb
 from wirelab.v1 import wirelab_pb2_grpc as pb_grpc
 
-from wirelab_bench.perf import ORDER
-from wirelab_bench.perf.svcprocs import Service
+from wirelab_perf import ORDER
+from wirelab_perf.svcprocs import Service
 
 T = TypeVar("T")
 

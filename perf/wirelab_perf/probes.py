@@ -23,11 +23,11 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
 import yaml
-
 from wirelab_bench.knobs import REPO, listed, parser
-from wirelab_bench.perf.node import SERVICES as NODE_SERVICES
-from wirelab_bench.perf.node import node_process
-from wirelab_bench.perf.svcprocs import Service, pinned, service
+
+from wirelab_perf.node import SERVICES as NODE_SERVICES
+from wirelab_perf.node import node_process
+from wirelab_perf.svcprocs import Service, pinned, service
 
 # compose service -> (runtime, protocol).
 CHECKED = {

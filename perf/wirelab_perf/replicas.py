@@ -8,8 +8,9 @@ import threading
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 
-from wirelab_bench.perf.svcprocs import Service, free_port, service
 from wirelab_bench.scrape import scrape
+
+from wirelab_perf.svcprocs import Service, free_port, service
 
 # grpc-go (ghz) balances only over what a resolver returns, and its one resolver of several
 # addresses is DNS, whose answers carry no port: so the replicas share one port, each on its own

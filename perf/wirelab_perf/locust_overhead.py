@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from wirelab_bench.knobs import REPO, parser
-from wirelab_bench.perf.svcprocs import CLIENT_CPU, SERVER_CPU, pinned, service
+
+from wirelab_perf.svcprocs import CLIENT_CPU, SERVER_CPU, pinned, service
 
 LAB_LOCUSTFILE = REPO / "locust" / "locustfile.py"
 BARE_LOCUSTFILE = REPO / "locust" / "baseline_locustfile.py"
