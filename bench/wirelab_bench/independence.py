@@ -12,7 +12,8 @@ from typing import Any
 
 from wirelab.contract import KINDS_BY_PROTOCOL
 from wirelab.contract.table import value
-from wirelab_perf.overhead import decides, median_interval
+
+from wirelab_bench.medians import decides, median_interval
 
 FILE = "crosscheck.json"
 # The kinds both protocols offer that a reference tool drives on both sides, and why not the

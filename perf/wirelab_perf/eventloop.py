@@ -33,11 +33,11 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
 from wirelab_bench.knobs import parser
+from wirelab_bench.medians import median_interval
 from wirelab_bench.scrape import scrape
 
 from wirelab_perf.loadtools import Load, wrk
 from wirelab_perf.node import SERVICES, node_process
-from wirelab_perf.overhead import median_interval
 from wirelab_perf.svcprocs import CLIENT_CPU, SERVER_CPU, Service, service
 
 ARMS = ("node", "node-cluster", "python-async", "python-threads")

@@ -36,6 +36,7 @@ from google.protobuf import json_format
 from wirelab.v1 import wirelab_pb2 as pb
 from wirelab_bench.environment import git_info, host_info
 from wirelab_bench.knobs import REPO, parser
+from wirelab_bench.medians import median_interval
 from wirelab_bench.results import new_run_dir, write_json
 from wirelab_bench.scrape import scrape
 
@@ -43,7 +44,7 @@ from wirelab_perf import ORDER
 from wirelab_perf.h2load import Call, find_h2load, h2load
 from wirelab_perf.hopstats import _balanced
 from wirelab_perf.loadtools import Load
-from wirelab_perf.overhead import median_interval, pair_rounds
+from wirelab_perf.overhead import pair_rounds
 from wirelab_perf.svcprocs import CLIENT_CPU, SERVER_CPU, Service, service
 
 GRPC_PATH = "/wirelab.v1.WireLab/ProcessOrder"

@@ -8,8 +8,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from wirelab_bench.medians import median_interval
+
 from wirelab_perf.loadtools import Load
-from wirelab_perf.overhead import median_interval
 
 DIRECT, WIRELAB, BARE, NGINX = "direct", "wirelab", "bare", "nginx"
 ARMS = (DIRECT, WIRELAB, BARE, NGINX)

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from wirelab_bench.knobs import REPO, parser
+from wirelab_bench.medians import decides, median_interval
 
 from wirelab_perf import ORDER
 from wirelab_perf.h2load import find_h2load
@@ -254,24 +255,6 @@ def together(
     ]
 
 
-def median_interval(values: list[float], confidence: float = 0.95) -> tuple[float, float]:
-    """A distribution-free confidence interval for the median: the order statistics whose ranks
-    a fair coin (each value below or above the median) puts the median between."""
-    ordered = sorted(values)
-    n = len(ordered)
-    alpha = (1 - confidence) / 2
-    below = 0  # how many of the lowest values lie outside the interval
-    tail = 0.0
-    while True:
-        tail += math.comb(n, below) / 2**n
-        if tail > alpha:
-            break
-        below += 1
-    if below == 0:  # too few rounds for this confidence: the whole range
-        return ordered[0], ordered[-1]
-    return ordered[below - 1], ordered[n - below]
-
-
 def pair_rounds(rounds: int, pairs: int) -> list[range]:
     """Each process pair's share of the rounds, in order."""
     return [range(p * rounds // pairs, (p + 1) * rounds // pairs) for p in range(pairs)]
@@ -280,12 +263,6 @@ def pair_rounds(rounds: int, pairs: int) -> list[range]:
 def paired_ratios(on: list[Run], off: list[Run]) -> list[float]:
     """Each round's on/off ratio of requests per server CPU-second."""
     return [a.per_cpu / b.per_cpu for a, b in zip(on, off, strict=True)]
-
-
-def decides(rounds: int, confidence: float = 0.95) -> bool:
-    """Whether this many rounds give the median a real interval at ``confidence``: with fewer,
-    median_interval falls back to the whole range, which covers the median less often."""
-    return 2 / (1 << rounds) <= 1 - confidence
 
 
 def verdict(low: float, high: float, control: bool, rounds: int, goal: float | None = GOAL) -> str:

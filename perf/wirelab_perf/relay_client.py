@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 from wirelab_bench.knobs import listed, parser
 from wirelab_bench.loadgen import BINARY, run_closed
+from wirelab_bench.medians import median_interval
 
-from wirelab_perf.overhead import median_interval
 from wirelab_perf.svcprocs import CLIENT_CPU, SERVER_CPU, service
 
 # An arm: the relay's protocol and, for REST, its client.

@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 import pytest
 import yaml
 from wirelab.contract.table import BY_ENV
+from wirelab_bench import medians
 from wirelab_perf import overhead
 from wirelab_perf.overhead import Run, paired_ratios, scraping
 
@@ -78,8 +79,8 @@ def test_verdict_needs_the_whole_interval() -> None:
 
 def test_too_few_rounds_decide_nothing() -> None:
     # Five rounds: the whole range, which holds the median only 15/16 of the time.
-    assert not overhead.decides(5)
-    assert overhead.decides(6)
+    assert not medians.decides(5)
+    assert medians.decides(6)
     assert "too few rounds" in overhead.verdict(0.96, 0.97, control=False, rounds=5)
 
 
@@ -138,10 +139,10 @@ def test_a_failed_scrape_fails_the_run(target: str) -> None:
 
 def test_median_interval_is_the_binomial_one() -> None:
     # The textbook ranks for 30 values at 95 %: the 10th and the 21st.
-    assert overhead.median_interval([float(v) for v in range(30, 0, -1)]) == (10.0, 21.0)
+    assert medians.median_interval([float(v) for v in range(30, 0, -1)]) == (10.0, 21.0)
     # Five values cannot pin the median at 95 % (1/32 per tail): the whole range.
-    assert overhead.median_interval([3.0, 1.0, 2.0, 5.0, 4.0]) == (1.0, 5.0)
-    low, high = overhead.median_interval([0.9] * 10 + [1.0] * 11)
+    assert medians.median_interval([3.0, 1.0, 2.0, 5.0, 4.0]) == (1.0, 5.0)
+    low, high = medians.median_interval([0.9] * 10 + [1.0] * 11)
     assert low == 0.9
     assert high == 1.0
 
