@@ -10,8 +10,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from wirelab.contract.table import value
-from wirelab_perf import commands as experiments
 
+from wirelab_bench import experiments
 from wirelab_bench import knobs as knob_table
 from wirelab_bench.cellcost import cell_cost
 from wirelab_bench.network import DIRECT, NetworkError, Toxiproxy, load_profiles
@@ -187,10 +187,10 @@ def parser() -> argparse.ArgumentParser:
         "Everything after the experiment's name is its own options.",
     )
     names = perf.add_subparsers(dest="experiment", required=True, metavar="<experiment>")
-    for name in experiments.EXPERIMENTS:
+    for name, experiment in experiments.installed().items():
         # No help of its own: `--help` after the name goes to the experiment's parser. argparse
         # formats a help line with %, so a "70 %" in it is escaped.
-        line = experiments.summary(name).replace("%", "%%")
+        line = experiments.summary(experiment).replace("%", "%%")
         names.add_parser(name, help=line, add_help=False)
     return top
 
