@@ -105,7 +105,7 @@ class Lab:
             time.sleep(1)
 
     def swarm(self, users: int, run_time_s: int) -> None:
-        """The master's own options (locust.conf's default mix on a fresh lab); the run time
+        """The master's own options (the default --mix on a fresh lab); the run time
         bounds the traffic even if this process dies."""
         form = {"user_count": str(users), "spawn_rate": str(users), "run_time": f"{run_time_s}s"}
         reply = self.locust_call("/swarm", form)

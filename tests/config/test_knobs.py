@@ -1,7 +1,7 @@
 """The knob table declares every knob once (contract/knobs.json, contract/knobs-lab.json): a
 WIRELAB_* name that code, compose, a script or a page uses must be declared there, a declared one
 must be read by something, docs/knobs.md and the pages' knob blocks must be what the table says,
-and no page may give a knob another default."""
+and no page may give a knob another default, in a table or in a sentence."""
 
 from __future__ import annotations
 
@@ -13,7 +13,9 @@ import pytest
 from wirelab.contract import fieldgen, knobdoc
 from wirelab.contract.knobs import KNOBS as SERVICE_KNOBS
 from wirelab.contract.knobs import Knob
-from wirelab.contract.table import BY_ENV, ENTRIES, PARTS, Entry
+from wirelab.contract.table import BY_ENV, ENTRIES, PARTS, Entry, part_of_prefix, resolve
+
+from tests.config.test_doc_links import prose
 
 REPO = Path(__file__).resolve().parents[2]
 NAME = re.compile(r"WIRELAB_[A-Z0-9_]*[A-Z0-9]")
@@ -185,11 +187,100 @@ def wrong_defaults(text: str) -> list[str]:
     return wrong
 
 
+# A default said in a sentence, in the forms the pages use: `NAME` (V ...), `NAME` (default V ...),
+# `NAME`, default V, `NAME` two words (default V ...), `NAME=x` (default V ...), and `NAME=V`, the
+# default / (the default ...). NAME is a variable or a flag; V a value in backticks, or a word
+# with an optional binary unit ("1.25 GiB"). Without the word "default", V must be a number or
+# on/off, so `--blob` (the 8 MiB one) says nothing about a default. A flag's knob is the one of
+# that flag in the part its paragraph, else its section, names (`WIRELAB_H2_*`, `wirelab perf h2`).
+NAMED = re.compile(r"`((?:WIRELAB|LOCUST)_[A-Z0-9_]*[A-Z0-9]|--[a-z][a-z0-9-]*)(=[^`\s]+)?`")
+# A list ("250,500,1000") keeps its commas; one followed by a space ends the value.
+VALUE = r"(`[^`]*`|[^\s,;)]+(?:,[^\s,;)]+)*(?: [KMG]iB)?)"
+BARE = r"((?:\d|on\b|off\b)[^\s,;)]*(?: [KMG]iB)?)"
+AFTER_NAME = re.compile(rf"(?:(?: [a-z]+){{0,2}} \(default |,? default ){VALUE}| \({BARE}")
+AFTER_SETTING = re.compile(rf" \(default {VALUE}")
+IS_THE_DEFAULT = re.compile(r",? \(?the default\b")
+UNITS = {"KiB": 2**10, "MiB": 2**20, "GiB": 2**30}
+# Where a paragraph (else its section) says whose flags it means.
+PART_NAMED = re.compile(r"`WIRELAB_([A-Z0-9]+)_\*`|wirelab perf ([a-z0-9-]+)")
+
+
+def _parts_named(text: str) -> set[str]:
+    parts = set()
+    for prefix, perf in PART_NAMED.findall(text):
+        if prefix:
+            try:
+                parts.add(part_of_prefix("WIRELAB_" + prefix))
+            except KeyError:
+                continue
+        elif f"perf {perf}" in PARTS:
+            parts.add(f"perf {perf}")
+    return parts
+
+
+def _agrees(entry: Entry, said: str) -> bool:
+    said = said.strip("`")
+    number, _, unit = said.partition(" ")
+    if unit in UNITS:
+        return float(number) * UNITS[unit] == float(resolve(entry.default))
+    if _is_default(entry, said):
+        return True
+    try:
+        return float(said) == float(resolve(entry.default))
+    except ValueError:
+        return False
+
+
+def prose_defaults(text: str) -> list[tuple[Entry | None, str, str]]:
+    """Each default a page's sentences give a knob, outside tables, code and knob blocks: (the
+    knob, or None for a flag its paragraph and section do not tie to one knob, the value said,
+    the words)."""
+    found: list[tuple[Entry | None, str, str]] = []
+    for section in re.split(r"^#+ .*$", prose(knobdoc.BLOCK.sub("", text)), flags=re.MULTILINE):
+        section_parts = _parts_named(section)
+        for paragraph in re.split(r"\n\s*\n", section):
+            words = " ".join(
+                line.strip() for line in paragraph.splitlines() if not line.startswith("|")
+            )
+            parts = _parts_named(words) or section_parts
+            for m in NAMED.finditer(words):
+                name, setting = m.groups()
+                rest = words[m.end() :]
+                if setting and IS_THE_DEFAULT.match(rest):
+                    said = setting[1:]
+                elif said_match := (AFTER_SETTING if setting else AFTER_NAME).match(rest):
+                    said = next(v for v in said_match.groups() if v)
+                else:
+                    continue
+                if name.startswith("--"):
+                    knobs = [e for e in ENTRIES if e.flag == name and e.part in parts]
+                    entry = knobs[0] if len(knobs) == 1 else None
+                else:
+                    entry = BY_ENV.get(name)
+                found.append((entry, said, words[m.start() : m.end() + 50]))
+    return found
+
+
+def wrong_prose_defaults(text: str) -> list[str]:
+    return [
+        f"{entry.env} {said}: {words}"
+        for entry, said, words in prose_defaults(text)
+        if entry is not None and not _agrees(entry, said)
+    ]
+
+
+PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+
+
 def test_no_page_gives_a_knob_a_default_other_than_the_tables() -> None:
     """A knob's default is written once, in the table; a page shows it in a block `make knobs`
-    writes from the table (docs/knobs.md and each page's `<!-- knobs: ... -->` blocks)."""
-    pages = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
-    wrong = {p.name: w for p in pages if (w := wrong_defaults(p.read_text()))}
+    writes from the table (docs/knobs.md and each page's `<!-- knobs: ... -->` blocks), or links
+    to its row there; a sentence that still says it must say the table's."""
+    wrong = {
+        p.name: w
+        for p in PAGES
+        if (w := wrong_defaults(t := p.read_text()) + wrong_prose_defaults(t))
+    }
     assert not wrong, wrong
 
 
@@ -210,6 +301,40 @@ def test_a_wrong_default_in_a_page_is_found() -> None:
         "WIRELAB_RABBITMQ_HOST_PORT, WIRELAB_DOWNSTREAM empty, empty",
         "LOCUST_PACE 1",
         "WIRELAB_RABBITMQ_HOST_PORT 5673",
+    ]
+
+
+def test_a_wrong_default_in_a_sentence_is_found() -> None:
+    page = (
+        "# A page\n\nThe budget, `WIRELAB_PAYLOAD_BUDGET_BYTES` (default 1.25 GiB), and\n"
+        "`WIRELAB_NODE_WORKERS=N` (default 2). `WIRELAB_FANOUT=parallel` (the default) and\n"
+        "`WIRELAB_REST_HTTP=1.1`, the default. `--rounds` (3) names no part here; `--vus` workers\n"
+        "(default 64) neither.\n\n"
+        "## perf h2\n\nKnobs (flag, `WIRELAB_H2_*` variable): `--rate` (400 calls/s), `--clients`\n"
+        "(5 connections), `--metrics` (on), `--blob` (the 8 MiB one).\n\n"
+        "## perf openloop\n\n`wirelab perf openloop`: `--vus` workers (default 32, a connection\n"
+        "each), `--rates` (default 250,500,1000,1500,2000,3000).\n\n"
+        "| `WIRELAB_GRPC_PORT` (1) | in a table |\n"
+    )
+    said = [(e.env if e else None, v) for e, v, _ in prose_defaults(page)]
+    assert said == [
+        ("WIRELAB_PAYLOAD_BUDGET_BYTES", "1.25 GiB"),
+        ("WIRELAB_NODE_WORKERS", "2"),
+        ("WIRELAB_FANOUT", "parallel"),
+        ("WIRELAB_REST_HTTP", "1.1"),
+        (None, "3"),
+        (None, "64"),
+        ("WIRELAB_H2_RATE", "400"),
+        ("WIRELAB_H2_CLIENTS", "5"),
+        ("WIRELAB_H2_METRICS", "on"),
+        ("WIRELAB_OPENLOOP_VUS", "32"),
+        ("WIRELAB_OPENLOOP_RATES", "250,500,1000,1500,2000,3000"),
+    ]
+    assert [w.split(":")[0] for w in wrong_prose_defaults(page)] == [
+        "WIRELAB_NODE_WORKERS 2",
+        "WIRELAB_FANOUT parallel",
+        "WIRELAB_H2_CLIENTS 5",
+        "WIRELAB_OPENLOOP_VUS 32",
     ]
 
 

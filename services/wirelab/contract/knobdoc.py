@@ -29,9 +29,10 @@ Every knob of the lab, one table: the variable, its default, its type and one li
 by the part that reads it. Generated from `contract/knobs.json` (the services') and
 `contract/knobs-lab.json` (every other part's) by `python -m wirelab.contract.knobdoc`; do not edit
 by hand. A flag of the same name (`--name-with-dashes`) sets a knob of the services, the runner,
-Locust and the experiments too, and wins over the variable. `tests/config/test_knobs.py` fails on
-a `WIRELAB_*` name read anywhere that this table does not declare, and on one it declares that
-nothing reads.
+Locust and the experiments too, and wins over the variable. A page links to a knob's row as
+`knobs.md#` and the variable in lower case (`knobs.md#wirelab_rest_port`).
+`tests/config/test_knobs.py` fails on a `WIRELAB_*` name read anywhere that this table does not
+declare, on one it declares that nothing reads, and on a page that gives a knob another default.
 """
 
 
@@ -52,15 +53,18 @@ def _type(entry: Entry) -> str:
     return entry.type
 
 
-def _table(rows: list[Entry], flags: bool = False, web_ui: bool = False) -> list[str]:
-    """The rows as a Markdown table (with a flag and a web UI column when asked), then the
-    reasons of those that have one."""
+def _table(
+    rows: list[Entry], flags: bool = False, web_ui: bool = False, anchors: bool = False
+) -> list[str]:
+    """The rows as a Markdown table (with a flag and a web UI column, and an anchor on each row,
+    when asked), then the reasons of those that have one."""
     runtimes = any(e.part == "services" for e in rows)
     head = ["variable", *(["flag"] * flags), "default", "type", *(["runtimes"] * runtimes)]
     head += [*(["web UI"] * web_ui), "meaning"]
     out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for e in rows:
-        cells = [f"`{e.env}`", *([f"`{e.flag}`"] * flags), _default(e), _type(e)]
+        name = f'<a id="{e.env.lower()}"></a>`{e.env}`' if anchors else f"`{e.env}`"
+        cells = [name, *([f"`{e.flag}`"] * flags), _default(e), _type(e)]
         cells += [*([", ".join(e.runtimes)] * runtimes), *(["yes" if e.web_ui else "no"] * web_ui)]
         out.append("| " + " | ".join([*cells, _cell(e.help)]) + " |")
     out.append("")
@@ -75,7 +79,7 @@ def render() -> str:
     for part in PARTS.values():
         out.append(f"## {part.name}\n")
         out.append(f"Read by {part.reader}; variables `{part.prefix}*`.\n")
-        out.extend(_table([e for e in ENTRIES if e.part == part.name]))
+        out.extend(_table([e for e in ENTRIES if e.part == part.name], anchors=True))
     return "\n".join(out)
 
 
