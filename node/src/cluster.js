@@ -18,8 +18,9 @@ const cluster = require('node:cluster');
 const client = require('prom-client');
 const { defaultRegistry, openMetricsPage, serveMetrics } = require('./exposition');
 
-// The primary's request for a worker's families, and the worker's answer (prom-client's own
-// messages are its private protocol, answered by its listener in the primary).
+// The primary's request for a worker's families, and the worker's answer: the lab's own, as
+// prom-client's messages are its private protocol and its listener in the primary throws on an
+// answer to a request it did not send.
 const FAMILIES_REQ = 'wirelab:familiesReq';
 const FAMILIES_RES = 'wirelab:familiesRes';
 // As prom-client's clusterMetrics: a scrape fails (503) when a worker does not answer in time.
