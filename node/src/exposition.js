@@ -82,4 +82,4 @@ function serveMetrics(host, port, render, openMetrics = null) {
   });
 }
 
-module.exports = { defaultRegistry, serveMetrics, startServer };
+module.exports = { defaultRegistry, openMetricsPage, serveMetrics, startServer };

@@ -53,6 +53,20 @@ class Tracing {
     return span !== undefined && span.isRecording() ? span.spanContext().traceId : null;
   }
 
+  /** A kept HTTP server span's attributes (OpenTelemetry's HTTP conventions and the lab's). */
+  httpAttributes(method, path, version, kind) {
+    const { semconv } = this.otel;
+    return {
+      ...this.labels,
+      [semconv.ATTR_HTTP_REQUEST_METHOD]: method,
+      [semconv.ATTR_URL_PATH]: path,
+      [semconv.ATTR_URL_SCHEME]: 'http',
+      [semconv.ATTR_HTTP_ROUTE]: path,
+      [semconv.ATTR_NETWORK_PROTOCOL_VERSION]: version,
+      'wirelab.kind': kind,
+    };
+  }
+
   /** A REST call's server span (wirelab/traces/asgi.py): ended with its response's status when
    * ``res`` closes; its context for the call's downstreams, or null for an untraced path. */
   restServer(req, res, path, kind) {
@@ -60,15 +74,7 @@ class Tracing {
     const { api, semconv } = this.otel;
     const { span, context } = this.serverSpan(`${req.method} ${path}`, req.headers, api.defaultTextMapGetter);
     if (!span.isRecording()) return context; // unsampled: the context only, for the downstreams
-    span.setAttributes({
-      ...this.labels,
-      [semconv.ATTR_HTTP_REQUEST_METHOD]: req.method,
-      [semconv.ATTR_URL_PATH]: path,
-      [semconv.ATTR_URL_SCHEME]: 'http',
-      [semconv.ATTR_HTTP_ROUTE]: path,
-      [semconv.ATTR_NETWORK_PROTOCOL_VERSION]: req.httpVersion,
-      'wirelab.kind': kind,
-    });
+    span.setAttributes(this.httpAttributes(req.method, path, req.httpVersion, kind));
     res.once('close', () => {
       const status = res.statusCode;
       span.setAttribute(semconv.ATTR_HTTP_RESPONSE_STATUS_CODE, status);
@@ -78,6 +84,28 @@ class Tracing {
       span.end();
     });
     return context;
+  }
+
+  /** A WebSocket session's server span (wirelab/traces/asgi.py), from its upgrade request to its
+   * close, as the metrics time the session (one observation per session, not per ping): named
+   * ``GET <path>`` for the upgrade, its parent the upgrade's traceparent. ``{context, end}``;
+   * ``end(status, failed)`` sets the handshake's answer (101 accepted) and, ``failed``, an error
+   * status; null ``end`` for an unsampled session, or null for an untraced path. */
+  websocketServer(req, path, kind) {
+    if (UNTRACED_PATHS.has(path)) return null;
+    const { api, semconv } = this.otel;
+    const { span, context } = this.serverSpan(`GET ${path}`, req.headers, api.defaultTextMapGetter);
+    if (!span.isRecording()) return { context, end: null };
+    span.setAttributes(this.httpAttributes('GET', path, req.httpVersion, kind));
+    let ended = false;
+    const end = (status, failed = false) => {
+      if (ended) return;
+      ended = true;
+      span.setAttribute(semconv.ATTR_HTTP_RESPONSE_STATUS_CODE, status);
+      if (failed) span.setStatus({ code: api.SpanStatusCode.ERROR });
+      span.end();
+    };
+    return { context, end };
   }
 
   /** A gRPC call's server span (wirelab/traces/grpcio.py), its parent the call's traceparent

@@ -8,6 +8,8 @@ const { execFileSync } = require('node:child_process');
 const grpc = require('@grpc/grpc-js');
 const proto = require('../src/proto');
 const settings = require('../src/settings');
+const { aggregated } = require('../src/cluster');
+const { openMetricsPage } = require('../src/exposition');
 const { freePort, start, until } = require('./helpers');
 
 const ORDER = '{"order":{"order_id":"o-1","customer_id":"c-1","items":[{"sku":"s","quantity":2,"unit_price_cents":150}]}}';
@@ -34,15 +36,18 @@ function post(port, body, agent = false) {
   });
 }
 
-function scrape(port) {
+/** The /metrics page on ``port`` as ``accept`` (null: no Accept header) gets it: {type, text}. */
+function scrapeAs(port, accept) {
   return new Promise((resolve, reject) => {
-    http.get({ host: '127.0.0.1', port, path: '/metrics' }, (res) => {
+    http.get({ host: '127.0.0.1', port, path: '/metrics', headers: accept ? { accept } : {} }, (res) => {
       let text = '';
       res.on('data', (d) => { text += d; });
-      res.on('end', () => resolve(text));
+      res.on('end', () => resolve({ type: res.headers['content-type'], text }));
     }).on('error', reject);
   });
 }
+
+const scrape = async (port) => (await scrapeAs(port, null)).text;
 
 /** The value of the one sample line ``series`` (its name and labels, exactly) on ``page``. */
 function valueOf(page, series) {
@@ -85,6 +90,67 @@ test('REST, 2 workers: every call counted once on one page with the event-loop l
   assert.equal(JSON.parse(body).order_id, 'late');
   assert.equal(await child.exited, 0, child.output);
   assert.deepEqual(childrenOf(child.pid), []);
+});
+
+// Prometheus's Accept (scrape_protocols' default order): OpenMetrics first.
+const OPENMETRICS = 'application/openmetrics-text;version=1.0.0;q=0.5,text/plain;version=0.0.4;q=0.3';
+const LATENCY_EXEMPLAR = /^wirelab_server_request_duration_seconds_bucket\{[^}]*\} \d+ # \{trace_id="([0-9a-f]{32})"\} [0-9.e-]+ [0-9.]+$/gm;
+
+test('REST, 2 workers, traces on: the primary serves OpenMetrics with the workers\' exemplars, text as before', async () => {
+  const [port, metricsPort, nowhere] = [await freePort(), await freePort(), await freePort()];
+  const child = start('rest/main.js', {
+    WIRELAB_REST_PORT: String(port), WIRELAB_METRICS_PORT: String(metricsPort), WIRELAB_NODE_WORKERS: '2',
+    // Every call kept; its spans go to a port nobody listens on (the exemplars need no Jaeger).
+    WIRELAB_TRACES: 'on', WIRELAB_TRACE_SAMPLE_RATIO: '1', WIRELAB_TRACES_ENDPOINT: `http://127.0.0.1:${nowhere}`,
+  });
+  await until(() => child.output.includes('REST on'));
+  // Each call its own trace and a fresh connection, so both workers serve some.
+  const n = 24;
+  const sent = Array.from({ length: n }, (_, i) => `${String(i + 1).padStart(32, 'a')}`);
+  const replies = await Promise.all(sent.map((traceId) => new Promise((resolve, reject) => {
+    const req = http.request({ host: '127.0.0.1', port, path: '/v1/orders', method: 'POST', agent: false,
+      headers: { 'Content-Type': 'application/json', traceparent: `00-${traceId}-b7ad6b7169203331-01` } }, (res) => {
+      res.resume();
+      res.on('end', () => resolve(res.statusCode));
+    });
+    req.on('error', reject);
+    req.end(ORDER);
+  })));
+  assert.deepEqual(replies, Array(n).fill(200));
+  const om = await scrapeAs(metricsPort, OPENMETRICS);
+  assert.match(om.type, /^application\/openmetrics-text/);
+  assert.match(om.text, /# EOF\n$/);
+  const named = [...om.text.matchAll(LATENCY_EXEMPLAR)].map((m) => m[1]);
+  assert.ok(named.length >= 1, om.text);
+  for (const traceId of named) assert.ok(sent.includes(traceId), `${traceId} is a call's trace`);
+  assert.equal(new Set(named).size, named.length); // one per bucket: each the latest there
+  // Summed across workers, as on the text page, with OpenMetrics's names.
+  assert.equal(valueOf(om.text, 'wirelab_server_requests_total{protocol="rest",kind="unary",outcome="ok",code="200"}'), n);
+  assert.match(om.text, /^# TYPE wirelab_server_requests counter$/m);
+  assert.match(om.text, /^wirelab_server_request_duration_seconds_count\{protocol="rest",kind="unary"\} 24$/m);
+  const text = await scrapeAs(metricsPort, null);
+  assert.match(text.type, /^text\/plain; version=0\.0\.4/);
+  assert.doesNotMatch(text.text, /trace_id|# EOF/);
+  assert.match(text.text, /^# TYPE wirelab_server_requests_total counter$/m);
+  assert.equal(valueOf(text.text, 'wirelab_server_request_duration_seconds_count{protocol="rest",kind="unary"}'), n);
+  child.kill('SIGTERM');
+  assert.equal(await child.exited, 0, child.output);
+});
+
+test('the primary\'s aggregation sums the workers\' buckets and keeps each bucket\'s latest exemplar', async () => {
+  const bucket = (le, value, exemplar) => ({ labels: { le, kind: 'unary' }, value, metricName: 'lat_bucket', exemplar });
+  const worker = (exemplars) => [[{
+    name: 'lat', help: 'h', type: 'histogram', aggregator: 'sum',
+    values: [bucket(0.1, 2, exemplars[0]), bucket('+Inf', 3, exemplars[1]),
+      { labels: { kind: 'unary' }, value: 3, metricName: 'lat_count' }, { labels: { kind: 'unary' }, value: 0.5, metricName: 'lat_sum' }],
+  }]];
+  const exemplar = (traceId, timestamp) => ({ labelSet: { trace_id: traceId }, value: 0.05, timestamp });
+  const older = exemplar('a'.repeat(32), 100);
+  const newer = exemplar('b'.repeat(32), 200);
+  const page = await openMetricsPage([await aggregated([...worker([newer, null]), ...worker([older, older])])]);
+  assert.match(page, /^lat_bucket\{le="0\.1",kind="unary"\} 4 # \{trace_id="b{32}"\} 0\.05 200$/m);
+  assert.match(page, /^lat_bucket\{le="\+Inf",kind="unary"\} 6 # \{trace_id="a{32}"\} 0\.05 100$/m);
+  assert.match(page, /^lat_count\{kind="unary"\} 6$/m);
 });
 
 test('gRPC, 2 workers: calls over several channels counted once, SIGTERM exits 0', async () => {

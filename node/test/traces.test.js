@@ -10,10 +10,11 @@ const http = require('node:http');
 const path = require('node:path');
 const { spawnSync } = require('node:child_process');
 const grpc = require('@grpc/grpc-js');
+const WebSocket = require('ws');
 const { InMemorySpanExporter } = require('@opentelemetry/sdk-trace-base');
 const { SpanKind, SpanStatusCode } = require('@opentelemetry/api');
 const traces = require('../src/traces');
-const { services, start, testSettings } = require('./helpers');
+const { eventually, sample, services, start, testSettings } = require('./helpers');
 
 const { restService, grpcService } = services(test);
 
@@ -176,6 +177,81 @@ test('an unsampled REST edge sends its context flagged unsampled and keeps its d
   }
 });
 
+// WebSocket sessions ------------------------------------------------------------------------
+
+/** A WebSocket session on ``path`` of ``pings`` pings, closed by the client: its close code. */
+function session(url, path, headers = {}, pings = 2) {
+  return new Promise((resolve, reject) => {
+    const ws = new WebSocket(`${url.replace('http', 'ws')}${path}`, { headers });
+    let answered = 0;
+    ws.on('open', () => { for (let seq = 1; seq <= pings; seq += 1) ws.send(`{"seq":${seq}}`); });
+    ws.on('message', () => {
+      answered += 1;
+      if (answered === pings) ws.close(1000);
+    });
+    ws.on('unexpected-response', (req, res) => resolve(res.statusCode));
+    ws.on('close', (code) => resolve(code));
+    ws.on('error', reject);
+  });
+}
+
+/** The sessions ``metrics`` has finished (a session's span ends with it, as the client closes). */
+const sessions = (metrics, kind, outcome, code) => sample(metrics, 'wirelab_server_requests_total', { protocol: 'rest', kind, outcome, code });
+
+test('a WebSocket session is one span in its caller\'s trace, of the metrics\' kind; /healthz untraced', async () => {
+  const b = traced('rest', 'rest');
+  const { url, metrics } = await restService({}, b.tracing);
+  assert.equal(await session(url, '/v1/pingpong', { traceparent: PARENT }), 1000);
+  assert.equal(await session(url, '/v1/nowhere'), 403);
+  assert.equal((await post(url, '/healthz', null)).status, 200);
+  assert.equal(await eventually(() => sessions(metrics, 'bidi', 'ok', '101'), 1), 1);
+  const spans = Object.fromEntries((await b.spans()).map((s) => [s.name, s]));
+  assert.deepEqual(Object.keys(spans).sort(), ['GET /v1/nowhere', 'GET /v1/pingpong']);
+  const span = spans['GET /v1/pingpong'];
+  assert.equal(span.kind, SpanKind.SERVER);
+  assert.equal(span.spanContext().traceId, PARENT_TRACE);
+  assert.equal(span.parentSpanContext.spanId, PARENT_SPAN);
+  assert.deepEqual(span.attributes, {
+    'http.request.method': 'GET',
+    'url.path': '/v1/pingpong',
+    'url.scheme': 'http',
+    'http.route': '/v1/pingpong',
+    'network.protocol.version': '1.1',
+    'http.response.status_code': 101,
+    'wirelab.kind': 'bidi',
+    'wirelab.protocol': 'rest',
+    'wirelab.service': 'rest',
+    'wirelab.runtime': 'node',
+  });
+  assert.equal(span.status.code, SpanStatusCode.UNSET);
+  const refused = spans['GET /v1/nowhere'].attributes;
+  assert.equal(refused['http.response.status_code'], 403);
+  assert.equal(refused['wirelab.kind'], 'other');
+});
+
+test('an unsampled WebSocket session makes no span', async () => {
+  for (const [ratio, headers] of [[1, { traceparent: `${PARENT.slice(0, -2)}00` }], [0, {}]]) {
+    const b = traced('rest', 'rest', ratio);
+    const { url, metrics } = await restService({}, b.tracing);
+    assert.equal(await session(url, '/v1/pingpong', headers), 1000);
+    assert.equal(await eventually(() => sessions(metrics, 'bidi', 'ok', '101'), 1), 1);
+    assert.deepEqual(await b.spans(), [], `ratio ${ratio}`);
+  }
+});
+
+test('a WebSocket session the server fails (1011) is an error span', async (t) => {
+  const codec = require('../src/rest/codec');
+  t.mock.method(codec, 'answerPing', () => { throw new Error('the handler failed'); });
+  t.mock.method(console, 'error', () => {});
+  const b = traced('rest', 'rest');
+  const { url, metrics } = await restService({}, b.tracing);
+  assert.equal(await session(url, '/v1/pingpong', {}, 1), 1011);
+  assert.equal(await eventually(() => sessions(metrics, 'bidi', 'server_error', '500'), 1), 1);
+  const span = await b.one(SpanKind.SERVER);
+  assert.equal(span.attributes['http.response.status_code'], 101);
+  assert.equal(span.status.code, SpanStatusCode.ERROR);
+});
+
 // gRPC ----------------------------------------------------------------------------------------
 
 function metadataWith(traceparent) {
@@ -323,6 +399,17 @@ test('a traced call\'s trace id is its latency\'s exemplar, in OpenMetrics only,
   assert.match(text.type, /^text\/plain; version=0\.0\.4/);
   assert.doesNotMatch(text.text, /trace_id|# EOF/);
   assert.match(text.text, /^# TYPE wirelab_server_requests_total counter$/m);
+});
+
+test('a WebSocket session is one observation, its exemplar the session\'s trace', async () => {
+  const b = traced('rest', 'rest');
+  const { url, metrics } = await restService({ traces: true }, b.tracing);
+  assert.equal(await session(url, '/v1/pingpong', { traceparent: `${PARENT.slice(0, -2)}00` }), 1000);
+  assert.equal(await session(url, '/v1/pingpong', { traceparent: PARENT }), 1000);
+  assert.equal(await eventually(() => sessions(metrics, 'bidi', 'ok', '101'), 2), 2);
+  const page = await scrape(metrics.registry, OPENMETRICS);
+  assert.deepEqual(exemplarsOf(page.text, 'wirelab_server_request_duration_seconds'), [PARENT_TRACE]);
+  assert.match(page.text, /^wirelab_server_request_duration_seconds_count\{protocol="rest",kind="bidi"\} 2$/m);
 });
 
 test('a gRPC call\'s exemplar is its trace; an unsampled call leaves none', async () => {

@@ -16,6 +16,7 @@ import grpc
 import httpx
 import pytest
 from aio_pika.abc import AbstractIncomingMessage
+from fastapi.testclient import TestClient
 from opentelemetry.context import Context
 from opentelemetry.trace import SpanKind
 from prometheus_client import CollectorRegistry, Histogram, disable_created_metrics
@@ -40,7 +41,7 @@ from tests.services.served import in_thread
 from tests.services.test_amqp import ORDER, Channel, Delivery, Exchange, _connected
 from tests.services.test_exposition import _exercised
 from tests.services.test_integration import free_port, start
-from tests.services.test_traces import ALWAYS, PARENT, UNSAMPLED, Traced, _order
+from tests.services.test_traces import ALWAYS, PARENT, UNSAMPLED, Traced, _order, _session
 
 DURATION = "wirelab_server_request_duration_seconds"
 CLIENT_DURATION = "wirelab_client_request_duration_seconds"
@@ -231,6 +232,22 @@ def test_rest_orders_carry_their_trace_and_an_unsampled_one_none() -> None:
         _rest_orders(url, *[{"traceparent": UNSAMPLED}] * 20)
     assert one == [TRACE_ID]
     assert trace_ids(registry) == [TRACE_ID]  # 20 unsampled orders later, still the one
+
+
+def test_a_websocket_session_is_one_observation_naming_its_trace() -> None:
+    """The latency histogram observes a session once, not each ping, so the session's exemplar
+    is its span's trace, as a call's is; an unsampled session leaves none."""
+    config = settings(**ALWAYS)
+    metrics, registry = traced_metrics("rest", "async")
+    traced = Traced(config, "rest", "rest")
+    with TestClient(create_app(config, metrics, traced.tracing)) as client:
+        _session(client, {"traceparent": UNSAMPLED})
+        assert exemplars(registry, DURATION) == []
+        _session(client, {"traceparent": PARENT})
+    found = [(labels["kind"], e.labels["trace_id"]) for labels, e in exemplars(registry, DURATION)]
+    assert found == [("bidi", TRACE_ID)]
+    count = registry.get_sample_value(f"{DURATION}_count", {"protocol": "rest", "kind": "bidi"})
+    assert count == 2  # two sessions of two pings each
 
 
 def test_a_rest_relays_client_histogram_carries_the_orders_trace() -> None:

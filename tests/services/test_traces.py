@@ -19,18 +19,22 @@ from aio_pika.abc import AbstractIncomingMessage
 from fastapi.testclient import TestClient
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from opentelemetry.trace import SpanKind
+from opentelemetry.trace import SpanKind, StatusCode
 from prometheus_client import CollectorRegistry
+from starlette.applications import Starlette
+from starlette.routing import WebSocketRoute
+from starlette.websockets import WebSocket, WebSocketDisconnect
 from wirelab import traces
 from wirelab.amqp import wire
 from wirelab.amqp.consumer import OrderConsumer
 from wirelab.hops import build_relay
 from wirelab.hops.via_amqp import AmqpDownstream, Broker
-from wirelab.metrics import ServerMetrics
+from wirelab.metrics import SAMPLED, ServerMetrics
 from wirelab.rest.app import create_app
 from wirelab.rpc.kinds import METHOD_KINDS
 from wirelab.rpc.server import build_aio, build_sync
 from wirelab.settings import Settings
+from wirelab.traces.asgi import TracingMiddleware
 from wirelab.v1 import wirelab_pb2 as pb
 from wirelab.v1 import wirelab_pb2_grpc as pb_grpc
 
@@ -41,6 +45,17 @@ from tests.services.test_amqp import ORDER, Channel, Delivery, Exchange, _connec
 # Every trace kept: which spans exist is then up to the code, not to chance.
 ALWAYS = {"traces": True, "trace_sample_ratio": 1.0}
 PARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+
+
+@pytest.fixture(autouse=True)
+def own_sampled() -> Iterator[None]:
+    """The test thread's wirelab.metrics.SAMPLED as it was before each test: a kept span started
+    in this thread (Starter.serve called directly) notes its trace id there, and a later test's
+    TestClient runs its app in a copy of this thread's context, so its calls would take that
+    trace id for their own exemplars."""
+    token = SAMPLED.set(None)
+    yield
+    SAMPLED.reset(token)
 
 
 class Traced:
@@ -182,6 +197,89 @@ def test_an_unsampled_rest_edge_keeps_its_downstream_unsampled() -> None:
 
 # A caller's "not sampled" traceparent, the trace id of PARENT.
 UNSAMPLED = PARENT[:-2] + "00"
+
+
+def _session(client: TestClient, headers: dict[str, str]) -> None:
+    """A WebSocket session of two pings on ``client``'s REST service."""
+    with client.websocket_connect("/v1/pingpong", headers=headers) as ws:
+        for seq in (1, 2):
+            ws.send_text(f'{{"seq": {seq}}}')
+            assert ws.receive_json() == {"seq": seq, "payload": ""}
+
+
+def test_a_websocket_session_is_one_span_in_its_callers_trace() -> None:
+    """A session of pings is one server span, named for its upgrade request, its parent the
+    upgrade's ``traceparent``, with the HTTP attributes, the metrics' kind and the handshake's
+    101; a session on a path that is no route is refused (403, kind other); /healthz untraced."""
+    traced = Traced(settings(**ALWAYS), "rest", "rest")
+    with TestClient(create_app(settings(**ALWAYS), None, traced.tracing)) as client:
+        _session(client, {"traceparent": PARENT})
+        with pytest.raises(WebSocketDisconnect), client.websocket_connect("/v1/nowhere"):
+            pass
+        assert client.get("/healthz").status_code == 200
+    spans = {s.name: s for s in traced.spans()}
+    assert sorted(spans) == ["GET /v1/nowhere", "GET /v1/pingpong"]
+    session = spans["GET /v1/pingpong"]
+    assert session.kind == SpanKind.SERVER
+    assert session.context is not None and session.parent is not None
+    assert f"{session.context.trace_id:032x}" == PARENT.split("-")[1]
+    assert f"{session.parent.span_id:016x}" == PARENT.split("-")[2]
+    assert dict(session.attributes or {}) == {
+        "http.request.method": "GET",
+        "url.path": "/v1/pingpong",
+        "url.scheme": "http",
+        "http.route": "/v1/pingpong",
+        "network.protocol.version": "1.1",
+        "http.response.status_code": 101,
+        "wirelab.kind": "bidi",
+        "wirelab.protocol": "rest",
+        "wirelab.service": "rest",
+        "wirelab.runtime": "python",
+    }
+    assert session.status.status_code == StatusCode.UNSET
+    refused = dict(spans["GET /v1/nowhere"].attributes or {})
+    assert refused["http.response.status_code"] == 403 and refused["wirelab.kind"] == "other"
+
+
+@pytest.mark.parametrize(
+    ("ratio", "headers"), [(1.0, {"traceparent": PARENT[:-2] + "00"}), (0.0, {})]
+)
+def test_an_unsampled_websocket_session_makes_no_span(
+    ratio: float, headers: dict[str, str]
+) -> None:
+    config = settings(traces=True, trace_sample_ratio=ratio)
+    traced = Traced(config, "rest", "rest")
+    with TestClient(create_app(config, None, traced.tracing)) as client:
+        _session(client, headers)
+    assert traced.spans() == []
+
+
+@pytest.mark.parametrize("close", [True, False])
+def test_a_websocket_session_that_fails_is_an_error(close: bool) -> None:
+    """A session the app ends with an exception, or closes as an internal error (1011), is an
+    error span; it was accepted, 101."""
+
+    async def failing(websocket: WebSocket) -> None:
+        await websocket.accept()
+        if close:
+            await websocket.close(code=1011)
+            return
+        raise RuntimeError("the app failed")
+
+    traced = Traced(settings(**ALWAYS), "rest", "rest")
+    assert traced.tracing is not None
+    app = TracingMiddleware(
+        Starlette(routes=[WebSocketRoute("/ws", failing)]),
+        traced.tracing.starter,
+        {},
+        {"/ws": "bidi"},
+    )
+    expected = WebSocketDisconnect if close else RuntimeError
+    with TestClient(app) as client, pytest.raises(expected), client.websocket_connect("/ws") as ws:
+        ws.receive_text()
+    span = traced.one(SpanKind.SERVER, "GET /ws")
+    assert (span.attributes or {})["http.response.status_code"] == 101
+    assert span.status.status_code == StatusCode.ERROR
 
 
 def test_a_rest_relay_sends_its_callers_unsampled_flag_on() -> None:

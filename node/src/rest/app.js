@@ -70,6 +70,8 @@ const B64_PIECE = 3 * 16 * 1024;
 // Close codes the server sends for bad ping frames, as the HTTP status they stand for.
 const CLOSE_STATUS = new Map([[1000, 101], [1007, 400], [1008, 400], [1009, 413], [1011, 500]]);
 const CLEAN_CLIENT_CLOSE = new Set([1000, 1001, 1005]);
+// The WebSocket route (rest/middleware.py's WEBSOCKET_KINDS: kind bidi).
+const PINGPONG = '/v1/pingpong';
 class HttpError extends Error {
   constructor(status, detail, headers = {}) {
     super(detail);
@@ -345,8 +347,9 @@ function answerError(req, res, exc) {
 
 /** The ping-pong WebSocket: a session is a call from its handshake on. A refused handshake is
  * answered 400 by ws and never a call (the Python service's websockets refuses it before the
- * app): started before the handshake, such a call stayed in flight for good. */
-function pingpong(wss, metrics, limits) {
+ * app): started before the handshake, such a call stayed in flight for good. With ``tracing``, a
+ * session is a server span too (traces.js), over the same span of time. */
+function pingpong(wss, metrics, limits, tracing) {
   return (req, socket, head) => {
     // RFC 6455's version only, as Python's websockets takes it; ws would take hybi-08 too.
     if (req.headers['sec-websocket-version'] !== '13') {
@@ -355,6 +358,8 @@ function pingpong(wss, metrics, limits) {
     }
     wss.handleUpgrade(req, socket, head, (ws) => {
       const call = startCall(metrics, 'bidi');
+      const session = tracing === null ? null : tracing.websocketServer(req, PINGPONG, 'bidi');
+      if (session !== null) call.traced(tracing.keptTraceId(session.context));
       let status = 101;
       let serverClose = 0;
       ws.on('message', (data, isBinary) => {
@@ -381,6 +386,7 @@ function pingpong(wss, metrics, limits) {
         status = CLOSE_STATUS.get(serverClose);
       });
       ws.on('close', (code) => {
+        if (session !== null && session.end !== null) session.end(101, status >= 500);
         if (serverClose || CLEAN_CLIENT_CLOSE.has(code)) {
           call.finish(contract.httpOutcome(status), String(status));
         } else {
@@ -513,16 +519,20 @@ function createRestServer(settings, metrics, relay = null, tracing = null) {
   if (settings.restHeaderTimeoutSeconds) server.headersTimeout = settings.restHeaderTimeoutSeconds * 1000;
   // The pings' own limit applies to the decoded payload; a frame may carry its base64 and the JSON.
   const wss = new WebSocketServer({ noServer: true, maxPayload: Math.ceil(settings.limits.maxMessageBytes / 3) * 4 + 1024 });
-  const upgrade = pingpong(wss, metrics, settings.limits);
+  const upgrade = pingpong(wss, metrics, settings.limits, tracing);
   server.on('upgrade', (req, socket, head) => {
     try {
-      if (target(req.url).path === '/v1/pingpong') {
+      const { path } = target(req.url);
+      if (path === PINGPONG) {
         upgrade(req, socket, head);
         return;
       }
       const call = startCall(metrics, contract.OTHER_KIND);
+      const session = tracing === null ? null : tracing.websocketServer(req, path, contract.OTHER_KIND);
+      if (session !== null) call.traced(tracing.keptTraceId(session.context));
       socket.end('HTTP/1.1 403 Forbidden\r\ncontent-length: 0\r\nconnection: close\r\n\r\n');
       call.finish(contract.httpOutcome(403), '403');
+      if (session !== null && session.end !== null) session.end(403);
     } catch (exc) {
       console.error(exc);
       socket.destroy();

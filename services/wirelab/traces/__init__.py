@@ -49,12 +49,15 @@ class Tracing:
         return self.provider.get_tracer("wirelab")
 
     def instrument_app(self, app: FastAPI) -> None:
-        """Trace the REST service's calls (wirelab.traces.asgi): a server span per request, its
-        caller's context taken from ``traceparent``; none for the operational endpoints."""
-        from wirelab.rest.middleware import KINDS
+        """Trace the REST service's calls (wirelab.traces.asgi): a server span per request and
+        per WebSocket session, its caller's context taken from ``traceparent``; none for the
+        operational endpoints."""
+        from wirelab.rest.middleware import KINDS, WEBSOCKET_KINDS
         from wirelab.traces.asgi import TracingMiddleware
 
-        app.add_middleware(TracingMiddleware, starter=self.starter, kinds=KINDS)
+        app.add_middleware(
+            TracingMiddleware, starter=self.starter, kinds=KINDS, websocket_kinds=WEBSOCKET_KINDS
+        )
 
     def grpc_handlers(self, handlers: Mapping[str, Any], service: str, aio: bool) -> Any:
         """A gRPC service's method handlers, aio or thread pool, each call in a server span
