@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 
 from wirelab_bench.histo import Snapshot, buckets, delta
-from wirelab_bench.hostcpu import other_cpu
+from wirelab_bench.hostcpu import other_cpu, proxy_seconds
 from wirelab_bench.load import LoadProcess, Target, loadgen_command, locust_command, wait_started
 from wirelab_bench.loadgen import PROTO_ROOT
 from wirelab_bench.network import DIRECT
@@ -157,11 +157,13 @@ def measure(
         _wait(proc, "warm-up", g.warmup_s, tick)
         # The window's times are those of the snapshots' requests, not of their answers.
         cpu0, own0, t0 = proc.cpu_seconds(), time.process_time(), time.time()
+        proxy0 = proxy_seconds()
         server0, client0 = snap_both()
         peaks.add(server0)
         peaks.add(client0)
         _wait(proc, "measure", g.duration_s, tick, sample)
         cpu1, own1, t1 = proc.cpu_seconds(), time.process_time(), time.time()
+        proxy1 = proxy_seconds()
         server1, client1 = snap_both()
         # The window's ends count as samples too: a window shorter than two ticks still has
         # one CPU rate (its average), never none.
@@ -176,6 +178,7 @@ def measure(
         peaks=peaks.values,
         generator_cpu_ratio=(cpu1 - cpu0) / (t1 - t0),
         runner_cpu_ratio=(own1 - own0) / (t1 - t0),
+        proxy_cpu_ratio=(proxy1 - proxy0) / (t1 - t0),
     )
     if g.generator == "loadgen":
         window.schedule = _summary(base.with_suffix(".summary.json"))
@@ -232,7 +235,9 @@ def _from_prometheus(w: Window, lab: Lab, prom: Prometheus, run_dir: Path) -> No
         {"window": [w.started_at, w.started_at + w.seconds], "errors": export.errors, **export.raw},
     )
     moved = delta(export.start, export.end)
-    w.host_other_cpu = other_cpu(export.raw, w.generator_cpu_ratio, w.runner_cpu_ratio)
+    w.host_other_cpu = other_cpu(
+        export.raw, w.generator_cpu_ratio, w.runner_cpu_ratio, w.proxy_cpu_ratio
+    )
     if export.errors:
         w.sources["prometheus_errors"] = "; ".join(f"{k}: {v}" for k, v in export.errors.items())
     # The exports read the Python edges' jobs: a Node.js cell's server side is its direct scrape.

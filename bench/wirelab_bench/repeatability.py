@@ -161,7 +161,7 @@ def recorded_other(tidy: pd.DataFrame, folder: Path) -> pd.Series:
         gen, own = (
             float(cell.get(c, math.nan)) for c in ("generator_cpu_ratio", "runner_cpu_ratio")
         )
-        values.append(other_cpu(raw, gen, own))
+        values.append(other_cpu(raw, gen, own, float(cell.get("proxy_cpu_ratio", math.nan))))
     return pd.Series(values, index=tidy.index, dtype=float)
 
 

@@ -33,6 +33,8 @@ class Window:
     generator_cpu_ratio: float = NAN
     # The runner's own CPU over the window (its scrapes and samples run on the machine measured).
     runner_cpu_ratio: float = NAN
+    # Cores Docker's userland proxies took relaying the load from the host (hostcpu.PROXY).
+    proxy_cpu_ratio: float = NAN
     # Cores other work on the host took in the window (hostcpu.other_cpu).
     host_other_cpu: float = NAN
     sources: dict[str, str] = field(default_factory=dict)
@@ -136,6 +138,7 @@ def build_row(
     saturated_flag = total(w.peaks, "client_saturated") if w.peaks else 0.0
     row["generator_saturated"] = bool(w.generator_cpu_ratio >= 0.9 or saturated_flag >= 1)
     row["runner_cpu_ratio"] = w.runner_cpu_ratio
+    row["proxy_cpu_ratio"] = w.proxy_cpu_ratio
     row["host_other_cpu"] = w.host_other_cpu
     row["client_source"] = w.sources.get("client", "none")
     row["server_source"] = w.sources.get("server", "none")

@@ -5,10 +5,12 @@ between the scrapes that landed in the window."""
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
 from typing import Any
 
 import pytest
-from wirelab_bench.hostcpu import cores, other_cpu
+from wirelab_bench.hostcpu import cores, other_cpu, proxy_seconds
 from wirelab_bench.promql import SERVICE_LABEL
 
 
@@ -74,3 +76,36 @@ def test_other_work_is_the_busy_host_less_the_containers_the_generator_and_the_r
         rest=0.6)}, 0.0, 0.0) == 0.0  # fmt: skip
     assert math.isnan(other_cpu({"host_cpu_seconds": host(1.0)}, 0.5, 0.0))
     assert math.isnan(other_cpu({}, 0.5, 0.0))
+
+
+def test_the_userland_proxys_relaying_is_the_load_paths_not_other_work() -> None:
+    raw = {
+        "host_cpu_seconds": host(1.6),
+        "container_cpu_seconds": containers(rest=0.5, cadvisor=0.1),
+    }
+    assert other_cpu(raw, generator=0.55, runner=0.05, proxy=0.25) == pytest.approx(0.15)
+    # Unknown (a run made before the column) counts as none.
+    assert other_cpu(raw, 0.55, 0.05, proxy=math.nan) == pytest.approx(0.4)
+
+
+def test_proxy_seconds_adds_up_the_processes_named_docker_proxy() -> None:
+    """A child that names itself docker-proxy (its comm, as the kernel shows every process's)
+    and spends 0.3 s of CPU before it says so: the proxies' CPU grew by about that (the kernel
+    counts in 10 ms ticks; a lab running on the host can only add to it)."""
+    burn = (
+        "import sys, time\n"
+        "open('/proc/self/comm', 'w').write('docker-proxy')\n"
+        "while time.process_time() < 0.3: pass\n"
+        "print('spent', flush=True)\n"
+        "sys.stdin.read()\n"
+    )
+    before = proxy_seconds()
+    child = subprocess.Popen(
+        [sys.executable, "-c", burn], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert child.stdout is not None and child.stdout.readline() == "spent\n"
+        assert proxy_seconds() - before >= 0.25
+    finally:
+        child.communicate("", timeout=30)
+    assert child.returncode == 0
