@@ -29,13 +29,20 @@ def _run(cmd: list[str], cwd: Path | None = None) -> str:
     return done.stdout.strip()
 
 
+DIRTY = "-dirty"
+
+
 def git_info(repo: Path) -> dict[str, Any]:
     """Commit and dirty flag of the checkout the runner came from (null outside a checkout)."""
     try:
         sha = _run(["git", "rev-parse", "HEAD"], repo)
         dirty = bool(_run(["git", "status", "--porcelain", "--untracked-files=no"], repo))
     except (OSError, subprocess.SubprocessError) as exc:
-        return {"sha": value("WIRELAB_GIT_SHA") or None, "dirty": None, "reason": str(exc)}
+        # As offline/bench-in-lab gives it to the bench image: the commit, "-dirty" appended
+        # when the checkout the image was built from had changes.
+        given = value("WIRELAB_GIT_SHA")
+        dirty = given.endswith(DIRTY) if given else None
+        return {"sha": given.removesuffix(DIRTY) or None, "dirty": dirty, "reason": str(exc)}
     return {"sha": sha, "dirty": dirty}
 
 
