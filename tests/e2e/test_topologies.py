@@ -1,6 +1,7 @@
 """Each topology of topologies/ booted in turn (docs/topologies.md): orders through the edge on
-both protocols, every hop's metrics moving, client and server counts agreeing hop by hop, and for
-the cluster the spread over replicas and a replica killed mid-run."""
+both protocols, every hop's metrics moving, client and server counts agreeing hop by hop, each
+order one trace across its hops (compose's traces profile, every trace kept), and for the cluster
+the spread over replicas and a replica killed mid-run."""
 
 from __future__ import annotations
 
@@ -12,12 +13,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import grpc
 import httpx
 import pytest
 from wirelab.v1 import wirelab_pb2 as pb
 from wirelab.v1 import wirelab_pb2_grpc as pb_grpc
+from wirelab_bench import jaeger
 
 from tests.config.queries import ANY_TOPOLOGY, REPO, all_queries
 from tests.e2e.bench_run import bench, bench_env, host_env, report
@@ -93,6 +96,14 @@ SHAPES = {
 }
 ORDERS = 60  # per protocol and topology: a few seconds of load, bounded by count
 CALL_TIMEOUT = 10.0
+# Every topology runs traced, as `make lab PROFILES=traces` with every trace kept: the order
+# chain's own end-to-end test (test_traces_e2e.py) checks that nothing is exported when off.
+TRACED = {
+    "WIRELAB_TRACES": "on",
+    "WIRELAB_TRACE_SAMPLE_RATIO": "1",
+    "WIRELAB_TRACES_ENDPOINT": "http://jaeger:4317",
+}
+TRACED_ORDERS = 6  # per protocol and runtime
 
 
 def _topologies() -> list[str]:
@@ -114,6 +125,7 @@ class Running:
     # The Node.js edges (runtime -> URL or target), when the topology wires them.
     node_rest_url: str = ""
     node_grpc_target: str = ""
+    jaeger: str = ""  # Jaeger's query API
 
     def edge(self, protocol: str, runtime: str) -> str:
         """Where orders of ``protocol`` go for ``runtime``'s edge."""
@@ -138,10 +150,11 @@ def topology(
     shape = SHAPES[name]
     lab = Lab.create(tmp_path_factory.mktemp(name), topology=name)
     hops = {service for pairs in shape.hops.values() for _, service in pairs}
-    lab.services = ["rest", "grpc", *sorted(hops), *shape.extra, "prometheus"]
+    lab.services = ["rest", "grpc", *sorted(hops), *shape.extra, "prometheus", "jaeger"]
+    lab.env |= {"COMPOSE_PROFILES": "traces", **TRACED}
     node_hops = {service for pairs in shape.node_hops.values() for _, service in pairs}
     if node_hops:
-        lab.env["COMPOSE_PROFILES"] = "node"
+        lab.env["COMPOSE_PROFILES"] = "traces,node"
         lab.services += ["rest-node", "grpc-node", *sorted(node_hops), *shape.node_extra]
     with booted(lab):
         grpc_address = lab.compose("port", "grpc", "50051", timeout=30).stdout.strip()
@@ -153,6 +166,7 @@ def topology(
             lab.url("rest", 8000),
             grpc_address,
         )
+        running.jaeger = lab.url("jaeger", 16686)
         if node_hops:
             running.node_rest_url = lab.url("rest-node", 8000)
             running.node_grpc_target = lab.url("grpc-node", 50051).removeprefix("http://")
@@ -284,6 +298,62 @@ def test_the_node_edges_relay_to_their_node_hops_and_counts_agree(topology: Runn
         assert set(fanout) == {"sequential"}, fanout
 
 
+SPAN_NAMES = {"rest": "POST /v1/orders", "grpc": "/wirelab.v1.WireLab/ProcessOrder"}
+Hop = tuple[str, str, str]  # a span's service, kind and name
+
+
+def _paths(trace: dict[str, Any]) -> list[tuple[Hop, ...]]:
+    """Every span of ``trace`` as its path from the root (service, kind, name), sorted."""
+    spans = {s["id"]: s for s in trace["spans"]}
+    paths = []
+    for span in spans.values():
+        path = [(span["service"], span["kind"], span["name"])]
+        while (span := spans.get(span["parent"] or "")) is not None:
+            path.insert(0, (span["service"], span["kind"], span["name"]))
+        paths.append(tuple(path))
+    return sorted(paths)
+
+
+@pytest.mark.parametrize("protocol", ["rest", "grpc"])
+@pytest.mark.parametrize("runtime", ["python", "node"])
+def test_each_order_is_one_trace_across_its_hops(
+    topology: Running, runtime: str, protocol: str
+) -> None:
+    """Every trace kept: an order through an edge is one trace of the edge's server span, its
+    client span per downstream call and each downstream's server span, through the cluster's
+    nginx balancer too (it passes ``traceparent`` on, untraced itself)."""
+    hops = (topology.shape.hops if runtime == "python" else topology.shape.node_hops).get(protocol)
+    if not hops:
+        pytest.skip(f"{topology.name} runs no {runtime} edges here (WIRELAB_E2E_NODE_TOPOLOGIES)")
+    edge = protocol if runtime == "python" else f"{protocol}-node"
+    name = SPAN_NAMES[protocol]
+    server, client = (edge, "server", name), (edge, "client", name)
+    expected = sorted(
+        [(server,), *[(server, client)] * len(hops)]
+        + [(server, client, (hop, "server", name)) for _, hop in hops]
+    )
+    began = time.time()
+    answered = send_orders(topology, protocol, TRACED_ORDERS, runtime)
+    assert answered == {OK[protocol]: TRACED_ORDERS}, answered
+    ended = time.time()
+
+    def complete() -> list[dict[str, Any]] | None:
+        traces = [jaeger.compact(t) for t in jaeger.fetch(topology.jaeger, edge, began, ended + 1)]
+        whole = all(len(t["spans"]) == len(expected) for t in traces)
+        return traces if len(traces) == TRACED_ORDERS and whole else None
+
+    try:
+        traces = wait_for(f"{TRACED_ORDERS} {edge} traces", complete, timeout=40, every=2)
+    except AssertionError:
+        found = jaeger.fetch(topology.jaeger, edge, began, ended + 1)
+        shapes = Counter(len(t.get("spans", [])) for t in found)
+        pytest.fail(f"{edge}: Jaeger has {len(found)} traces of span counts {shapes}, "
+                    f"expected {TRACED_ORDERS} of {len(expected)}")  # fmt: skip
+    for trace in traces:
+        assert jaeger.root_of(trace) is not None, trace["trace_id"]
+        assert _paths(trace) == expected, (trace["trace_id"], _paths(trace))
+
+
 def test_the_queries_of_this_topology_return_data(topology: Running) -> None:
     """Dashboard panels and runner exports over series that only a topology has (the one-hop
     lab's e2e test runs the others). Rules evaluate every 10 s over 30 s windows: re-checked
@@ -372,7 +442,8 @@ def _recovers(topology: Running, protocol: str, explicit: set[str]) -> None:
 def test_bench_and_report_on_this_topology(topology: Running, tmp_path: Path) -> None:
     """`make bench` with a scenario of this topology, seconds long, then `make report`: the
     runner finds the edges' downstreams, the tidy rows carry the topology and per-hop columns,
-    and the report's topology section runs without an error."""
+    it keeps each cell's traces (the lab runs traced), and the report's topology section runs
+    without an error and draws each arm's orders hop by hop."""
     scenario = tmp_path / f"{topology.name}-smoke.toml"
     # Both runtimes where the topology wires the Node.js edges too: the runner checks their
     # downstreams as it checks the Python edges'.
@@ -383,6 +454,7 @@ def test_bench_and_report_on_this_topology(topology: Running, tmp_path: Path) ->
         f"runtimes = {runtimes}\n"
     )
     env = host_env(topology.lab) | {"WIRELAB_REPORT_OUTPUT": str(tmp_path)}
+    env |= bench_env(topology.lab, jaeger_url=topology.jaeger)
     if topology.shape.node_hops:
         lab = topology.lab
         env |= bench_env(
@@ -404,4 +476,12 @@ def test_bench_and_report_on_this_topology(topology: Running, tmp_path: Path) ->
         # Window edges can split an order from its downstream calls: a few in a hundred.
         expected = pytest.approx(hops[row["protocol"]], rel=0.1)
         assert row["hop_calls_per_order"] == expected, row.to_dict()
+    traces = manifest["traces"]
+    assert traces["on"] is True and traces["captured"] is True, traces
     report(env, run_dir)
+    # The report draws each arm's median order hop by hop from the cells' traces.
+    for _, row in tidy.iterrows():
+        runtime = "" if row["runtime"] == "python" else f"-{row['runtime']}"
+        arm = f"{row['protocol']}{runtime}"
+        drawn = tmp_path / f"waterfall_{topology.name}_{arm}_2.png"
+        assert drawn.is_file(), (drawn.name, sorted(p.name for p in tmp_path.glob("waterfall_*")))
