@@ -40,9 +40,9 @@ def git_info(repo: Path) -> dict[str, Any]:
     except (OSError, subprocess.SubprocessError) as exc:
         # As offline/bench-in-lab gives it to the bench image: the commit, "-dirty" appended
         # when the checkout the image was built from had changes.
-        given = value("WIRELAB_GIT_SHA")
-        dirty = given.endswith(DIRTY) if given else None
-        return {"sha": given.removesuffix(DIRTY) or None, "dirty": dirty, "reason": str(exc)}
+        given: str = value("WIRELAB_GIT_SHA")
+        flag = given.endswith(DIRTY) if given else None
+        return {"sha": given.removesuffix(DIRTY) or None, "dirty": flag, "reason": str(exc)}
     return {"sha": sha, "dirty": dirty}
 
 
