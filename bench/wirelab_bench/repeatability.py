@@ -135,12 +135,35 @@ def summary(t: pd.DataFrame) -> list[str]:
                 f"[{r['low']:.3g}-{r['high']:.3g}], CV {_pct(r['cv'])} over {r['runs']} runs "
                 f"({each})"
             )
+    lines += spread_by_figure(t)
     judged = t[t["goal"].isin(["met", "missed"])]
     if len(judged):
         met = int((judged["goal"] == "met").sum())
         lines.append(
             f"goal, the calls/s and median latency ratios within {_pct(GOAL_CV, 0)} CV: met in "
             f"{met} of {len(judged)}"
+        )
+    return lines
+
+
+def spread_by_figure(t: pd.DataFrame) -> list[str]:
+    """Per figure, across the conditions: each arm's median CV with its range, and how many of
+    the gRPC/REST ratios repeat within the goal's CV (the docs' tables are these lines)."""
+    lines = []
+    for figure, name in FIGURES.items():
+        rows = t[(t["figure"] == figure) & t["cv"].notna()]
+        if rows.empty:
+            continue
+        parts = []
+        for arm, label in (*NAMES.items(), (RATIO, "gRPC/REST")):
+            cvs = rows[rows["arm"] == arm]["cv"]
+            if len(cvs):
+                parts.append(f"{label} {_pct(cvs.median())} ({_pct(cvs.min())}-{_pct(cvs.max())})")
+        ratios = rows[rows["arm"] == RATIO]["cv"]
+        within = int((ratios <= GOAL_CV).sum())
+        lines.append(
+            f"{name}, median CV over {len(ratios)} conditions: {', '.join(parts)}; "
+            f"ratio within {_pct(GOAL_CV, 0)}: {within} of {len(ratios)}"
         )
     return lines
 

@@ -146,6 +146,19 @@ def test_the_summary_gives_each_ratio_with_both_protocols_spread_and_the_goal() 
     assert lines[-1] == "goal, the calls/s and median latency ratios within 5 % CV: met in 2 of 4"
 
 
+def test_the_summary_gives_each_figures_median_spread_across_conditions() -> None:
+    lines = rep.spread_by_figure(rep.table(runs()))
+    calls = next(x for x in lines if x.startswith("successful calls/s"))
+    # unary's REST 10/100 and gRPC 10/60 (stdev over mean), download's 0 (a steady 50 and 40),
+    # server_stream REST only, so no ratio: two ratios, unary's 6.8 % and download's 0.
+    assert calls.startswith("successful calls/s, median CV over 2 conditions: ")
+    assert "REST 0.0 % (0.0 %-10.0 %), gRPC 8.3 % (0.0 %-16.7 %)" in calls
+    assert "gRPC/REST 3.4 % (0.0 %-6.8 %); ratio within 5 %: 1 of 2" in calls
+    # A figure no run measured (CPU per call is NaN throughout) gets no line.
+    assert not any(x.startswith("server CPU per call") for x in lines)
+    assert rep.summary(rep.table(runs()))[-1 - len(lines) : -1] == lines
+
+
 def _folders(tmp_path: Path, manifests: list[dict[str, Any]] | None = None) -> list[Path]:
     out = []
     for i, tidy in enumerate(runs()):
