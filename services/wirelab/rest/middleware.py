@@ -39,10 +39,15 @@ _DROPPED = 1006
 _BODYLESS = frozenset({"GET", "HEAD"})
 
 
-# Finished statuses as (outcome, code), so the hot path does one dict lookup.
-_STATUS = {
-    status: (http_outcome(status), str(status)) for status in (200, 400, 404, 405, 413, 422, 503)
-}
+class _Statuses(dict[int, tuple[str, str]]):
+    """A status as (outcome, code), worked out once: the hot paths make one dict lookup."""
+
+    def __missing__(self, status: int) -> tuple[str, str]:
+        found = self[status] = (http_outcome(status), str(status))
+        return found
+
+
+_STATUS = _Statuses()
 
 
 def _gone(scope: Scope) -> tuple[str, str]:
@@ -131,8 +136,7 @@ class _HttpCall:
                 self.first = perf_counter() - self.started
         if not message.get("more_body", False):
             # Whole-call duration ends here: the last body byte has been handed to the server.
-            status = self.status
-            self.finish(*(_STATUS.get(status) or (http_outcome(status), str(status))))
+            self.finish(*_STATUS[self.status])
 
 
 class MetricsMiddleware:
@@ -188,7 +192,7 @@ class MetricsMiddleware:
                         raise
                     took = perf_counter() - started
                     if status:
-                        outcome, code = _STATUS.get(status) or (http_outcome(status), str(status))
+                        outcome, code = _STATUS[status]
                     else:  # returned without answering: the client went away
                         outcome, code = "cancelled", "499"
                     self.enqueue((bound, outcome, code, took, None, length, sent, 1, sent and 1))
@@ -275,4 +279,4 @@ class MetricsMiddleware:
         if client_code and client_code not in _CLEAN_CLIENT_CLOSE:
             call.finish("cancelled", "499")
         else:
-            call.finish(http_outcome(status), str(status))
+            call.finish(*_STATUS[status])
