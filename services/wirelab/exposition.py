@@ -137,23 +137,23 @@ class _Handler(BaseHTTPRequestHandler):
             # can serve: 200, or 503 with the reason.
             problem = ready()
             text = (problem or "ok").encode()
-            self.send_response(503 if problem else 200)
-            self.send_header("Content-Type", "text/plain; charset=utf-8")
-            self.send_header("Content-Length", str(len(text)))
-            self.end_headers()
-            self.wfile.write(text)
+            self._send(503 if problem else 200, text, "text/plain; charset=utf-8")
             return
         openmetrics = self.server.openmetrics
         if openmetrics is not None and asks_openmetrics(self.headers.get("Accept") or ""):
-            payload, headers = openmetrics(), [("Content-Type", OPENMETRICS_CONTENT_TYPE)]
+            payload, kind = openmetrics(), OPENMETRICS_CONTENT_TYPE
         else:
-            payload, headers = self.server.page(), [("Content-Type", CONTENT_TYPE)]
+            payload, kind = self.server.page(), CONTENT_TYPE
         if gzip_accepted(self.headers.get("Accept-Encoding") or ""):
-            payload = gzip.compress(payload, compresslevel=GZIP_LEVEL)
-            headers.append(("Content-Encoding", "gzip"))
-        self.send_response(200)
-        for name, value in headers:
-            self.send_header(name, value)
+            self._send(200, gzip.compress(payload, compresslevel=GZIP_LEVEL), kind, "gzip")
+        else:
+            self._send(200, payload, kind)
+
+    def _send(self, status: int, payload: bytes, kind: str, encoding: str = "") -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", kind)
+        if encoding:
+            self.send_header("Content-Encoding", encoding)
         self.send_header("Content-Length", str(len(payload)))
         self.end_headers()
         self.wfile.write(payload)
