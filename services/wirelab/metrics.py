@@ -13,26 +13,16 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, get_args
 
 from prometheus_client import CollectorRegistry
-from prometheus_client.metrics_core import (
-    CounterMetricFamily,
-    GaugeMetricFamily,
-    HistogramMetricFamily,
-    Metric,
-)
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 from prometheus_client.samples import Exemplar
 from prometheus_client.utils import floatToGoString
 
-from wirelab.contract import (
-    CANONICAL_CODES,
-    KINDS_BY_PROTOCOL,
-    PROTOCOLS,
-    SERVER,
-    STREAM_KINDS,
-    Family,
-)
+from wirelab.contract import CANONICAL_CODES, KINDS_BY_PROTOCOL, PROTOCOLS, SERVER, STREAM_KINDS
 
 if TYPE_CHECKING:
+    from wirelab.contract import Family
     from wirelab.core import PayloadBudget
 
 # The families' names, as the contract spells them.
@@ -125,7 +115,7 @@ class ServerMetrics(Collector):
         """The counts of ``kind`` (made once, then a dict lookup)."""
         found = self._bound.get(kind)
         if found is None:
-            found = self._bound[kind] = KindInstruments(self, kind)
+            found = self._bound[kind] = KindInstruments(kind)
         return found
 
     def enter(self, bound: KindInstruments) -> KindInstruments:
@@ -295,8 +285,7 @@ class Buckets:
 class KindInstruments:
     """The counts of one (protocol, kind), applied under the metrics' lock."""
 
-    def __init__(self, metrics: ServerMetrics, kind: str) -> None:
-        self._metrics = metrics
+    def __init__(self, kind: str) -> None:
         self.kind = kind
         self.in_flight = 0
         self.ended: dict[tuple[str, str], int] = {}
@@ -378,18 +367,9 @@ class Call:
         self.finished = True
         first = None if self.first_sent is None else self.first_sent - self.started
         self.metrics.enqueue(
-            (
-                self.bound,
-                outcome,
-                code,
-                time.perf_counter() - self.started,
-                first,
-                self.bytes_in,
-                self.bytes_out,
-                self.messages_in,
-                self.messages_out,
-            )
-        )
+            (self.bound, outcome, code, time.perf_counter() - self.started, first, self.bytes_in,
+             self.bytes_out, self.messages_in, self.messages_out)
+        )  # fmt: skip
 
 
 def opened() -> Sampled:
