@@ -29,11 +29,6 @@ else:
 # count a metadata refusal as a cancel:
 # docs/services.md#grpc-calls-that-end-before-their-handler-runs
 READS_ITS_MESSAGE = frozenset({"upload"})
-# How a call ends whose request message never arrived: its client went mid-message, or grpc
-# refused the message (over its receive limit; grpc has answered RESOURCE_EXHAUSTED itself).
-# The behaviour cannot tell which (aio hands over no message either way), so the call counts
-# as the cancel grpc gives it out as; a client that sent none at all gets this status.
-MISSING = "the request message never arrived"
 
 
 def rebuild(handler: Handler, behavior: Callable[..., Any], streamed: bool = False) -> Handler:
