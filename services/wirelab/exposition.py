@@ -1,27 +1,5 @@
-"""The services' /metrics endpoint: the text format 0.0.4 (OpenMetrics with traces on), served from
-a thread of its own, gzipped at level 1 when the scraper accepts it.
-
-The wirelab_* families are written by TextPage from the library's public ``collect()``, the
-same bytes as prometheus_client's ``generate_latest`` (a unit test compares them), at half its
-CPU: `wirelab perf scrape-cost` (28 Nov 2026, after calls of every kind) measured
-REST's 819 samples at 2.9 ms a scrape against the library's 6.0 ms, gRPC's 663 at 2.4 against
-4.9. The observer-effect benchmark scrapes once per CPU-second of the service, as the lab does,
-and with TextPage REST's figure read 0.981 [0.973-0.988] against 0.977 [0.967-0.983] with the
-library's render, the same day: the difference between meeting the observer-effect goal (the
-whole 95 % interval at or above 0.97) and not (earlier renderers: docs/measurements.md). The
-default registry's process and Python collectors follow, rendered by the library. Text 0.0.4
-whatever the Accept header asks for (every Prometheus accepts it), except with traces on: then
-a scraper that asks for OpenMetrics (Prometheus 3 asks for it first) gets it, the only format
-with exemplars, the trace ids of sampled calls (docs/traces.md#exemplars). TextPage writes that
-too, byte for byte as the library's OpenMetrics (a unit test compares them): `wirelab perf
-scrape-cost`, every call sampled, 28 Nov 2026 on this shared 2-core machine (load average 5),
-REST's page with its exemplars at 1.43 ms a scrape against the library's 7.12 ms, gRPC's 1.41
-against 6.24.
-
-gzip at level 1 (0.1 ms for the REST page, against 4 ms at level 9 for the old 250 KB page).
-Compression matters here: scrapes cross the container's network interface, where cAdvisor counts
-the bytes the lab compares.
-"""
+"""The services' /metrics endpoint, from a thread of its own: the text format 0.0.4 (OpenMetrics to
+a scraper that asks for it, with traces on), gzipped when the scraper accepts it."""
 
 from __future__ import annotations
 
@@ -42,22 +20,18 @@ from prometheus_client.utils import floatToGoString
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 OPENMETRICS_CONTENT_TYPE = "application/openmetrics-text; version=1.0.0; charset=utf-8"
-GZIP_LEVEL = 1
+GZIP_LEVEL = 1  # docs/services.md#gzip-at-level-1
 
 
 def _escape(value: str) -> str:
     return value.replace("\\", r"\\").replace("\n", r"\n").replace('"', r"\"")
 
 
+# Written here, not by the library: docs/services.md#the-page-written-here-not-by-the-library
 class TextPage:
-    """The text format 0.0.4 of a registry of counters, gauges and histograms, byte for byte as
-    ``generate_latest`` writes it, from the library's public ``collect()``; or, with
-    ``openmetrics``, OpenMetrics 1.0.0 with each sample's exemplar, byte for byte as the library's
-    ``openmetrics.exposition.generate_latest`` writes it but for its closing ``# EOF`` (page()
-    adds it after the default registry). Each family's help and type lines and each series' name
-    and labels are written once and kept, where the library validates and escapes every name of
-    every sample on every scrape; a scrape formats only the values. Why it is worth its lines:
-    the module's docstring."""
+    """A registry's counters, gauges and histograms as the text format 0.0.4, byte for byte as
+    ``generate_latest`` writes them, or as the library's OpenMetrics 1.0.0 with exemplars but for
+    its ``# EOF`` (page() adds it); names and labels are written once, values at each scrape."""
 
     # What a sample's name may add to its family's.
     _SUFFIXES: ClassVar[dict[str, frozenset[str]]] = {
@@ -142,9 +116,8 @@ def asks_openmetrics(accept: str) -> bool:
 
 
 def page(registry: CollectorRegistry | None, openmetrics: bool = False) -> Callable[[], bytes]:
-    """The whole /metrics page: ``registry``'s families (see TextPage), then the default
-    registry's process and Python collectors, as the library writes them; in OpenMetrics with
-    ``openmetrics``, ending with its ``# EOF``."""
+    """The whole /metrics page: ``registry``'s families (TextPage), then the default registry's
+    process and Python collectors by the library; with ``openmetrics``, ending in ``# EOF``."""
     if openmetrics:
         wirelab = (lambda: b"") if registry is None else TextPage(registry, openmetrics=True)
         return lambda: wirelab() + openmetrics_latest(REGISTRY)  # type: ignore[no-untyped-call]
@@ -164,23 +137,23 @@ class _Handler(BaseHTTPRequestHandler):
             # can serve: 200, or 503 with the reason.
             problem = ready()
             text = (problem or "ok").encode()
-            self.send_response(503 if problem else 200)
-            self.send_header("Content-Type", "text/plain; charset=utf-8")
-            self.send_header("Content-Length", str(len(text)))
-            self.end_headers()
-            self.wfile.write(text)
+            self._send(503 if problem else 200, text, "text/plain; charset=utf-8")
             return
         openmetrics = self.server.openmetrics
         if openmetrics is not None and asks_openmetrics(self.headers.get("Accept") or ""):
-            payload, headers = openmetrics(), [("Content-Type", OPENMETRICS_CONTENT_TYPE)]
+            payload, kind = openmetrics(), OPENMETRICS_CONTENT_TYPE
         else:
-            payload, headers = self.server.page(), [("Content-Type", CONTENT_TYPE)]
+            payload, kind = self.server.page(), CONTENT_TYPE
         if gzip_accepted(self.headers.get("Accept-Encoding") or ""):
-            payload = gzip.compress(payload, compresslevel=GZIP_LEVEL)
-            headers.append(("Content-Encoding", "gzip"))
-        self.send_response(200)
-        for name, value in headers:
-            self.send_header(name, value)
+            self._send(200, gzip.compress(payload, compresslevel=GZIP_LEVEL), kind, "gzip")
+        else:
+            self._send(200, payload, kind)
+
+    def _send(self, status: int, payload: bytes, kind: str, encoding: str = "") -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", kind)
+        if encoding:
+            self.send_header("Content-Encoding", encoding)
         self.send_header("Content-Length", str(len(payload)))
         self.end_headers()
         self.wfile.write(payload)
@@ -220,12 +193,9 @@ def start_server(
     ready: Callable[[], str | None] | None = None,
     openmetrics: bool = False,
 ) -> ThreadingHTTPServer:
-    """Serve /metrics (any path, like prometheus_client's server) from a daemon thread: the
-    ``registry`` (the wirelab_server_* families; None with metrics off), then the default registry
-    with the process and Python collectors; with ``ready`` (None when ready, else why not), also
-    /healthz; with ``openmetrics`` (traces on), OpenMetrics and its exemplars to a scraper whose
-    Accept asks for it, else always the text format. Raises OSError when the port cannot be
-    bound."""
+    """Serve /metrics (any path) from a daemon thread: ``registry`` (None with metrics off), then
+    the default registry; with ``ready`` (None when ready, else why not) also /healthz; with
+    ``openmetrics``, OpenMetrics to a scraper that asks for it. OSError if the port is taken."""
     exemplars = page(registry, openmetrics=True) if openmetrics else None
     server = _MetricsServer((host, port), page(registry), ready, exemplars)
     threading.Thread(target=server.serve_forever, name="metrics-http", daemon=True).start()

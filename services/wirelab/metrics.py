@@ -1,6 +1,5 @@
-"""One metrics module for both transports: the server families of the metric contract
-(wirelab.contract), kept as plain counts and exposed through a collector, and the queue that
-batches finished calls into them."""
+"""The metric contract's server families for both transports: plain counts behind one collector,
+and the queue that batches finished calls into them."""
 
 from __future__ import annotations
 
@@ -14,26 +13,16 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, get_args
 
 from prometheus_client import CollectorRegistry
-from prometheus_client.metrics_core import (
-    CounterMetricFamily,
-    GaugeMetricFamily,
-    HistogramMetricFamily,
-    Metric,
-)
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 from prometheus_client.samples import Exemplar
 from prometheus_client.utils import floatToGoString
 
-from wirelab.contract import (
-    CANONICAL_CODES,
-    KINDS_BY_PROTOCOL,
-    PROTOCOLS,
-    SERVER,
-    STREAM_KINDS,
-    Family,
-)
+from wirelab.contract import CANONICAL_CODES, KINDS_BY_PROTOCOL, PROTOCOLS, SERVER, STREAM_KINDS
 
 if TYPE_CHECKING:
+    from wirelab.contract import Family
     from wirelab.core import PayloadBudget
 
 # The families' names, as the contract spells them.
@@ -60,31 +49,18 @@ class Sampled:
         self.trace_id = trace_id
 
 
-# The exemplars' one label, as the Node.js services name it too and Grafana's Prometheus
-# datasource reads it to open the trace in Jaeger (grafana/provisioning/datasources).
+# The exemplars' one label, as the Node.js services name it and Grafana's Prometheus datasource
+# reads it to open the trace in Jaeger (grafana/provisioning/datasources).
 TRACE_ID_LABEL = "trace_id"
-# The current call's Sampled, read where its record is made to give the duration histogram an
-# exemplar; None without traces. A measured gRPC call opens its own (TracedCall), since grpc
-# records it in a done callback, outside the call's context.
+# The current call's Sampled, read where its record is made (None without traces). A measured gRPC
+# call opens its own (TracedCall): grpc records it in a done callback, outside the call's context.
 SAMPLED: ContextVar[Sampled | None] = ContextVar("wirelab_sampled", default=None)
 
 
+# Counts, not the library's instruments: docs/services.md#counts-not-the-librarys-instruments
 class ServerMetrics(Collector):
-    """The server-side families of one protocol, registered in ``registry``.
-
-    The counts are plain numbers applied in batches (:meth:`flush`) and exposed through the
-    library's public metric families at each collection. The library's instruments take a lock per
-    increment and per observed value, and their public API takes a batch value by value: timed
-    in-process on 28 Nov 2026 (16,000 queued unary calls, flushed 20 times, three rounds),
-    applying them cost 27 ms through ``Histogram.observe`` against 3.3 ms as counts here, as much
-    as the batched path it replaced, which wrote into the instruments' private attributes; and
-    the /metrics page rendered in 1.3 ms instead of 2.2 (REST, 50 calls of every kind).
-    Exemplars (keep_exemplars, traces on only) left both as they were with traces off: the same
-    method, CPU time, this change and the commit before it (74ce0fe) in turn, three times each,
-    28 Nov 2026 on this shared 2-core machine at load average 5: flush 3.59-3.85 ms against
-    3.63-3.95, page 1.46-1.58 ms against 1.48-1.62 (`wirelab perf scrape-cost` prints the
-    flush: 3.99 ms at that load).
-    """
+    """The server-side families of one protocol, registered in ``registry``: plain counts applied
+    in batches (:meth:`flush`), exposed as the library's metric families at each collection."""
 
     def __init__(
         self,
@@ -98,28 +74,18 @@ class ServerMetrics(Collector):
             raise ValueError(f"unknown protocol {protocol!r}")
         self.protocol = protocol
         self.registry = registry
-        # Started calls and finished-call records (see Record), applied by flush(). Records
-        # lie flat in the queue, RECORD_FIELDS items each, added by one atomic ``extend``: a
-        # tuple per call kept until the flush would survive the garbage collector's young
-        # generation and drive it. Measured in-process, 100,000 REST calls: with a queued tuple
-        # each, 255 young, 23 middle and 2 full collections (0.65 us a call); flat, none, as
-        # with metrics off. Lists, not deques: appending is as atomic under the GIL, and flush
-        # takes a whole batch with one slice and one deletion instead of a popleft per item
-        # (measured: 2 ms for the 45,000 items of 5,000 records, against 0.1 ms).
+        # Started calls, and finished calls' Records lying flat in a list, RECORD_FIELDS items
+        # each, added by one atomic extend: docs/services.md#a-flat-queue
         self._starts: list[KindInstruments] = []
         self._queue: list[Any] = []
-        # Queue one finished call: a list extend instead of eight lock round trips, and no
-        # frame of its own on the hot paths that call it; flush() applies the records.
+        # Queues one finished call with no frame of its own on the hot paths that call it.
         self.enqueue: Callable[[Record], None] = self._queue.extend
         self._lock = threading.Lock()
         self._info = (concurrency, fanout, client)
-        # The payload budget (wirelab.core.admission): 0 capacity until report_budget is called,
-        # which is also what the knob's 0 (admission off) reads as.
-        self._budget: PayloadBudget | None = None
+        self._budget: PayloadBudget | None = None  # 0 capacity until report_budget: admission off
         self._bound: dict[str, KindInstruments] = {}
         self.exemplars = False
-        # Zero-valued series for the contract's kinds (and, for requests, their canonical
-        # outcomes), so panels and error ratios show 0 instead of "no data" before the first call.
+        # Zero series of the contract's kinds and canonical outcomes: 0 on panels, not "no data".
         for kind in KINDS_BY_PROTOCOL[protocol]:
             ended = self.bound(kind).ended
             for outcome, code in CANONICAL_CODES[protocol].items():
@@ -127,11 +93,9 @@ class ServerMetrics(Collector):
         registry.register(self)
 
     def keep_exemplars(self) -> None:
-        """With traces on: the duration histogram keeps the trace id of a sampled call
-        (wirelab.metrics.SAMPLED) as the exemplar of the bucket the call fell in, the latest per
-        bucket, as prometheus_client's instruments do. Call it before the transports are built:
-        they take :attr:`enqueue` then. Without it (traces off) nothing on the
-        calls' path changes."""
+        """With traces on, a sampled call's trace id (SAMPLED) becomes the exemplar of its duration
+        bucket, the latest per bucket. Call before the transports take :attr:`enqueue`."""
+        # Traces off, the calls' path is unchanged: docs/services.md#exemplars-off-the-calls-path
         self.exemplars = True
         extend = self._queue.extend
 
@@ -151,7 +115,7 @@ class ServerMetrics(Collector):
         """The counts of ``kind`` (made once, then a dict lookup)."""
         found = self._bound.get(kind)
         if found is None:
-            found = self._bound[kind] = KindInstruments(self, kind)
+            found = self._bound[kind] = KindInstruments(kind)
         return found
 
     def enter(self, bound: KindInstruments) -> KindInstruments:
@@ -178,26 +142,23 @@ class ServerMetrics(Collector):
         return TracedCall(self, kind, started, self.enter(self.bound(kind)))
 
     def flush(self) -> None:
-        """Apply the queued starts and finished calls. Runs at every collection (so a scrape
-        always sees every call) and every FLUSH_EVERY starts."""
+        """Apply the queued starts and finished calls: at every collection (so a scrape sees every
+        call) and every FLUSH_EVERY starts."""
         with self._lock:
             self._apply()
 
     def _apply(self) -> None:
-        # Each take is a slice of the first n items and a deletion of the same n, both atomic
-        # under the GIL, and other threads only ever append (a whole record in one extend), so
-        # whatever they add meanwhile waits for the next flush, never lost. Finished calls are
-        # taken first: each one's start was queued before it, so it is taken too and the
-        # in-flight gauge never dips below zero (a call that starts and ends between the two
-        # takes counts as in flight until the next flush).
+        # Each take (a slice, then a deletion, each atomic under the GIL) leaves what other threads
+        # append meanwhile to the next flush. Finished calls are taken first, so each one's start
+        # is taken too and the in-flight gauge never dips below zero (a call that starts and ends
+        # between the two takes stays in flight until the next flush).
         flat = _take(self._queue)
-        # Column by column: a tuple per record here would feed the garbage collector what the
-        # flat queue starves it of (see __init__).
+        # Column by column: a tuple per record would feed the garbage collector (see __init__).
         columns = [flat[i::RECORD_FIELDS] for i in range(RECORD_FIELDS)]
         started = collections.Counter(_take(self._starts))
         for bound in list(self._bound.values()):
-            # Starts counted by a single-threaded caller (KindInstruments.arrived), read after
-            # the batch was taken for the same reason as the queued starts.
+            # Starts counted by a single-threaded caller (KindInstruments.arrived), read after the
+            # batch was taken for the same reason as the queued starts.
             arrived = bound.arrived
             if arrived != bound.arrived_applied:
                 started[bound] += arrived - bound.arrived_applied
@@ -246,13 +207,9 @@ def _family(family: Family) -> Metric:
     return HistogramMetricFamily(family.name, family.help, labels=family.labels)
 
 
-# One finished call: its kind's counts, outcome, raw code, duration, time to first message
-# (None unless a stream sent one), bytes in, bytes out, messages in, messages out. A tuple type,
-# not a NamedTuple or slotted class: mypy checks every place that builds one, and building one
-# costs what a tuple costs. A NamedTuple's Python-level __new__ measured 0.45 us a build against
-# 0.14 us for the tuple (timeit, best of 7 x 300,000 builds on this machine), 0.3 us more per
-# call on paths tuned call by call against the observer-effect benchmark. Either is freed by the
-# extend that queues its items, so neither feeds the garbage collector (see ServerMetrics).
+# One finished call: its kind's counts, outcome, raw code, duration, time to first message (None
+# unless a stream sent one), bytes in, bytes out, messages in, messages out.
+# A tuple, not a NamedTuple: docs/services.md#a-tuple-per-record
 Record = tuple["KindInstruments", str, str, float, float | None, int, int, int, int]
 RECORD_FIELDS = len(get_args(Record))
 
@@ -265,11 +222,9 @@ def _take(queue: list[Any]) -> list[Any]:
     return taken
 
 
-# Queued calls are applied at every scrape (the lab scrapes each second) and at the latest after
-# this many starts, which bounds the queue (about 2 MB); a power of two, so a counted start can
-# test it with a mask. Larger batches should cost less per call (a flush touches the counts and
-# evicts the request path from the cache): one interleaved in-process run measured 5.8 us a
-# call flushing every 256 starts, 3.3 us every 16384; later runs could not tell them apart.
+# Queued calls are applied at every scrape and at the latest after this many starts, which bounds
+# the queue (about 2 MB); a power of two, so a counted start can test it with a mask.
+# Why this many: docs/services.md#flush-every-16384-starts
 FLUSH_EVERY = 16384
 FLUSH_MASK = FLUSH_EVERY - 1
 
@@ -298,8 +253,7 @@ class Buckets:
     def observe(self, values: Sequence[float]) -> None:
         """Count each of ``values`` in the first bucket whose upper bound is >= it, as
         ``Histogram.observe`` does (a unit test compares the two)."""
-        # Sorted once in C, then one bisect per bucket bound instead of one per value: measured
-        # 3-5x cheaper per batch than a bisect of every value.
+        # Sorted once, then a bisect per bound: docs/services.md#buckets-sorted-once
         ordered = sorted(values)
         total = len(ordered)
         counts = self.counts
@@ -331,8 +285,7 @@ class Buckets:
 class KindInstruments:
     """The counts of one (protocol, kind), applied under the metrics' lock."""
 
-    def __init__(self, metrics: ServerMetrics, kind: str) -> None:
-        self._metrics = metrics
+    def __init__(self, kind: str) -> None:
         self.kind = kind
         self.in_flight = 0
         self.ended: dict[tuple[str, str], int] = {}
@@ -350,10 +303,9 @@ class KindInstruments:
         }
         self.messages_received = 0
         self.messages_sent = 0
-        # Calls started by one thread only (the REST event loop), counted here with a plain
-        # ``+= 1`` instead of ServerMetrics.enter: no call, which the observer-effect benchmark
-        # shows. ServerMetrics._apply turns the count into in-flight starts; not thread-safe for
-        # more than one writer, so thread-pool servers use enter.
+        # Starts counted by one thread (the event loop) with a plain ``+= 1``, no call; thread-pool
+        # servers, with more than one writer, call ServerMetrics.enter:
+        # docs/services.md#starts-counted-by-the-event-loop
         self.arrived = 0
         self.arrived_applied = 0
 
@@ -415,18 +367,9 @@ class Call:
         self.finished = True
         first = None if self.first_sent is None else self.first_sent - self.started
         self.metrics.enqueue(
-            (
-                self.bound,
-                outcome,
-                code,
-                time.perf_counter() - self.started,
-                first,
-                self.bytes_in,
-                self.bytes_out,
-                self.messages_in,
-                self.messages_out,
-            )
-        )
+            (self.bound, outcome, code, time.perf_counter() - self.started, first, self.bytes_in,
+             self.bytes_out, self.messages_in, self.messages_out)
+        )  # fmt: skip
 
 
 def opened() -> Sampled:

@@ -26,6 +26,8 @@ EXTERNAL = re.compile(r"^[a-z][a-z0-9+.-]*:", re.IGNORECASE)  # http:, https:, m
 # What a reader of the repository alone cannot look up: the tracker's issues and a spec that is
 # not in it. A page states what they said instead.
 OUTSIDE = re.compile(r"(?i:\bissue[- ]#?\d+|\bthe issue's\b|\bthe spec\b)|\bSPEC\b")
+# A page and heading named in code, as a comment points to where a decision's reasons are.
+CODE_TO_PAGE = re.compile(r"\bdocs/([\w-]+\.md)#([\w-]+)")
 
 
 def pages(*globs: str) -> list[Path]:
@@ -163,3 +165,23 @@ def test_no_code_comment_cites_what_the_repository_does_not_hold() -> None:
         if OUTSIDE.search(line)
     ]
     assert not cited, "\n".join(cited)
+
+
+def test_every_heading_the_code_points_to_is_on_its_page() -> None:
+    """A comment that leaves a decision's reasons to a page (``docs/services.md#a-flat-queue``)
+    names a page and a heading that exist."""
+    code = pages("*.py", "*.js", "*.go", "*.toml", "*.yaml", "*.yml", "*.sh")
+    named = [
+        (f"{p.relative_to(REPO)}:{n}", m.group(1), m.group(2))
+        for p in code
+        for n, line in enumerate(p.read_text().splitlines(), 1)
+        for m in CODE_TO_PAGE.finditer(line)
+    ]
+    assert len(named) >= 20, named  # far fewer means the pattern lost them
+    bad = [
+        f"{where}: docs/{page}#{anchor}"
+        for where, page, anchor in named
+        if not (REPO / "docs" / page).exists()
+        or anchor not in anchors((REPO / "docs" / page).read_text())
+    ]
+    assert not bad, "\n".join(bad)

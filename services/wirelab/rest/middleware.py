@@ -39,10 +39,15 @@ _DROPPED = 1006
 _BODYLESS = frozenset({"GET", "HEAD"})
 
 
-# Finished statuses as (outcome, code), so the hot path does one dict lookup.
-_STATUS = {
-    status: (http_outcome(status), str(status)) for status in (200, 400, 404, 405, 413, 422, 503)
-}
+class _Statuses(dict[int, tuple[str, str]]):
+    """A status as (outcome, code), worked out once: the hot paths make one dict lookup."""
+
+    def __missing__(self, status: int) -> tuple[str, str]:
+        found = self[status] = (http_outcome(status), str(status))
+        return found
+
+
+_STATUS = _Statuses()
 
 
 def _gone(scope: Scope) -> tuple[str, str]:
@@ -63,18 +68,16 @@ class _Route:
         self.messages_out = None if kind in STREAMED_OUT else 1
         # Time to first message is a stream measurement; other kinds skip the clock read.
         self.first = kind in STREAM_KINDS
-        # POST /v1/orders: FastAPI always reads the whole body before answering (it has no cap
-        # that answers early), so with a Content-Length that header is exactly the body bytes
-        # and receive needs no wrapper (MetricsMiddleware.__call__). Chunked bodies and every
-        # other route are counted as they are received. GET and HEAD carry no body.
+        # With a Content-Length, POST /v1/orders's body is exactly that many bytes (FastAPI reads
+        # it whole before answering): receive needs no wrapper. GET and HEAD carry no body.
         self.length_in = kind == "unary"
         self.wrap_receive = method not in _BODYLESS
 
 
+# A slotted object, not closures per request: docs/services.md#a-slotted-call-object
 class _HttpCall:
     """One HTTP call being measured: wraps send (and receive unless the length is known),
-    records once at the last byte. A slotted object with bound methods instead of per-request
-    closures: on this path every allocation shows in the observer-effect benchmark."""
+    records once at the last byte."""
 
     __slots__ = (
         "_receive",
@@ -105,20 +108,12 @@ class _HttpCall:
     def finish(self, outcome: str, code: str) -> None:
         self.done = True
         route = self.route
+        # A whole body counts once as a message, and not at all when none was sent.
         self.metrics.enqueue(
-            (
-                route.bound,
-                outcome,
-                code,
-                perf_counter() - self.started,
-                self.first,
-                self.bytes_in,
-                self.bytes_out,
-                route.messages_in or self.pieces_in,
-                # A whole body counts once, and not at all when none was sent.
-                self.pieces_out if route.messages_out is None else min(1, self.pieces_out),
-            )
-        )
+            (route.bound, outcome, code, perf_counter() - self.started, self.first, self.bytes_in,
+             self.bytes_out, route.messages_in or self.pieces_in,
+             self.pieces_out if route.messages_out is None else min(1, self.pieces_out))
+        )  # fmt: skip
 
     async def receive(self) -> Message:
         message = await self._receive()
@@ -141,8 +136,7 @@ class _HttpCall:
                 self.first = perf_counter() - self.started
         if not message.get("more_body", False):
             # Whole-call duration ends here: the last body byte has been handed to the server.
-            status = self.status
-            self.finish(*(_STATUS.get(status) or (http_outcome(status), str(status))))
+            self.finish(*_STATUS[self.status])
 
 
 class MetricsMiddleware:
@@ -151,24 +145,16 @@ class MetricsMiddleware:
         self.metrics = metrics
         self.enqueue = metrics.enqueue
         self.routes = {key: _Route(metrics, key[0], kind) for key, kind in KINDS.items()}
-        # An order of known length within the order body limit skips that layer when it is the
-        # next one (no concurrency cap between): the lean path makes its one comparison and
-        # calls the app inside it, so metrics on adds no layer to an order's call. A layer was a
-        # large part of this one's cost: skipping it took the observer-effect benchmark (REST,
-        # 64 rounds) from 0.958 [0.950-0.966] to 0.977 [0.967-0.983] (28 Nov 2026). Orders over
-        # the limit, or of no stated length, go through the layer.
+        # An order of known length within the order body limit skips that layer when it is next
+        # (no concurrency cap between), the lean path making its one comparison; others go
+        # through it: docs/services.md#the-order-skips-the-limits-layer
         self.orders_app, self.max_order_bytes = app, sys.maxsize
         if isinstance(app, OrderBodyLimit):
             self.orders_app, self.max_order_bytes = app.app, app.limits.max_order_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """One request body of known length answered by one response body (``POST /v1/orders``,
-        the kind the observer-effect benchmark saturates) is measured here with the fewest
-        Python calls, each of which shows in that benchmark: no call object, the start counted
-        with ``+= 1`` (KindInstruments.arrived), no coroutine of its own around ``send`` (the
-        wrapper notes the status and body bytes and hands back ``send``'s own awaitable), the
-        call ending when the app returns, right after its one body was handed to the server.
-        Everything else goes through :meth:`_measure`."""
+        """``POST /v1/orders`` with a Content-Length, one body each way, is measured here with the
+        fewest Python calls (docs/services.md#lean-paths); the rest by :meth:`_measure`."""
         if scope["type"] == "http":
             route = self.routes.get((scope["method"], scope["path"]))
             if route is not None and route.length_in:
@@ -206,7 +192,7 @@ class MetricsMiddleware:
                         raise
                     took = perf_counter() - started
                     if status:
-                        outcome, code = _STATUS.get(status) or (http_outcome(status), str(status))
+                        outcome, code = _STATUS[status]
                     else:  # returned without answering: the client went away
                         outcome, code = "cancelled", "499"
                     self.enqueue((bound, outcome, code, took, None, length, sent, 1, sent and 1))
@@ -232,9 +218,8 @@ class MetricsMiddleware:
         try:
             await self.app(scope, receive, call.send)
         except ClientDisconnect:
-            # The client went away mid-body (closed, half-closed, broken chunked framing, or
-            # stopped sending): Starlette raises this from the body stream. Not a server fault,
-            # and nobody is left to answer, so it ends here instead of in uvicorn's traceback.
+            # The client went away mid-body (Starlette raises this from the body stream): not a
+            # server fault, and nobody is left to answer, so it ends here, not in a traceback.
             if not call.done:
                 call.finish(*_gone(scope))
             return
@@ -294,4 +279,4 @@ class MetricsMiddleware:
         if client_code and client_code not in _CLEAN_CLIENT_CLOSE:
             call.finish("cancelled", "499")
         else:
-            call.finish(http_outcome(status), str(status))
+            call.finish(*_STATUS[status])

@@ -23,29 +23,18 @@ else:
     GenericHandler = grpc.GenericRpcHandler
 
 
-# The one-message methods (by kind) whose behaviour reads its request message itself
-# (rebuild's streamed), in its turn (receipts.py): Upload's, the one message large enough to be
-# cut off mid-way, refused for its size or to take a burst past the container's memory. On the
-# others grpc keeps handing the message over: their messages are small, and what reading it
-# would add is a count whose code grpc hides (it fails a call refused for its metadata just as
-# a client's cancel fails it; docs/services.md).
+# The one-message methods (by kind) whose behaviour reads its request message itself, in its turn
+# (receipts.py): Upload's, the one message large enough to be cut off mid-way, refused for its size
+# or to take a burst past the container's memory. The others' are small, and counting theirs would
+# count a metadata refusal as a cancel:
+# docs/services.md#grpc-calls-that-end-before-their-handler-runs
 READS_ITS_MESSAGE = frozenset({"upload"})
-# How a call ends whose request message never arrived: its client went mid-message, or grpc
-# refused the message (over its receive limit; grpc has answered RESOURCE_EXHAUSTED itself).
-# The behaviour cannot tell which (aio hands over no message either way), so the call counts
-# as the cancel grpc gives it out as; a client that sent none at all gets this status.
-MISSING = "the request message never arrived"
 
 
 def rebuild(handler: Handler, behavior: Callable[..., Any], streamed: bool = False) -> Handler:
-    """A handler of ``handler``'s reply shape and codec that runs ``behavior``; with
-    ``streamed``, its request handed over as a stream, so ``behavior`` runs as the call arrives
-    and reads a one-message request itself. grpc runs the behaviour of a one-message request
-    only once the message has arrived: a call refused before it (a message over grpc's receive
-    limit, a client gone mid-message) ran none of our code and went uncounted. The cost: server
-    CPU per small call on aio, 4,000 sequential calls after 500 of warm-up, five rounds
-    alternating, an ad-hoc script on 28 Nov 2026: 217 us with the message read by the behaviour,
-    224 us handed over by grpc, a difference inside the rounds' spread (206-241 us)."""
+    """A handler of ``handler``'s reply shape and codec that runs ``behavior``; with ``streamed``,
+    its request handed over as a stream, so ``behavior`` runs as the call arrives and reads a
+    one-message request itself (docs/services.md#the-message-read-by-the-behaviour)."""
     make = _MAKERS[streamed or handler.request_streaming, handler.response_streaming]
     return make(behavior, handler.request_deserializer, handler.response_serializer)
 
@@ -82,10 +71,9 @@ class Capture:
 
 
 class _Lookup(GenericHandler):
-    """The only way grpc finds a measured method: a generic handler, because grpc consults it
-    as the call arrives (before it reads the request message), which is when the measured
-    duration starts. Methods registered through add_registered_method_handlers are looked up
-    without any Python hook, hence too late for that."""
+    """The only way grpc finds a measured method: grpc consults a generic handler as the call
+    arrives, before it reads the request message, when the measured duration starts (methods
+    registered through add_registered_method_handlers are looked up with no Python hook)."""
 
     def __init__(self, handlers: dict[str, Handler], arrived: Callable[[Handler], Handler]) -> None:
         self.handlers = handlers
@@ -109,19 +97,17 @@ class _Unimplemented(GenericHandler):
         return self.arrived(self.handler)
 
 
+# Not an interceptor per call: docs/services.md#handlers-wrapped-at-registration
 class MeasuredMethods(ABC):
-    """Wraps each contract method's handler once, at registration. A server interceptor would
-    do the same per call, but grpc's interceptor hook alone (a pass-through interceptor
-    returning a cached handler) cost 6 % of small-unary throughput per server CPU-second
-    here, more than the whole observer-effect budget. Subclasses supply the aio or sync
-    flavour of ``wrap``, ``arrived`` (how a call's arrival time reaches its behaviour) and
+    """Wraps each contract method's handler once, at registration; subclasses give the aio or
+    sync ``wrap``, ``arrived`` (how a call's arrival time reaches its behaviour) and
     ``unknown_method``."""
 
     def __init__(self, metrics: ServerMetrics, receipts: Receipts) -> None:
         self.metrics = metrics
         self.receipts = receipts  # how Upload's behaviour reads its message
-        # How a measured method's call begins: with exemplars kept (traces on), a call that
-        # carries its trace to the record grpc makes in a done callback, outside its context.
+        # With exemplars kept (traces on), a call that carries its trace to the record grpc
+        # makes in a done callback, outside its context.
         self.start: Callable[[str, float], Call] = (
             metrics.start_traced if metrics.exemplars else metrics.start
         )

@@ -13,12 +13,7 @@ import grpc.aio
 from wirelab.contract import OTHER_KIND
 from wirelab.metrics import FLUSH_MASK, Call, KindInstruments, Record, carried, opened
 from wirelab.rpc.kinds import Recorded, abandoned, error_outcome, ok_outcome
-from wirelab.rpc.measure import (
-    READS_ITS_MESSAGE,
-    Handler,
-    MeasuredMethods,
-    rebuild,
-)
+from wirelab.rpc.measure import READS_ITS_MESSAGE, Handler, MeasuredMethods, rebuild
 
 # When the current call arrived. grpc.aio looks a call's handler up and then runs it in one
 # asyncio task, so the stamp the lookup sets is the one the behaviour reads (a test checks).
@@ -39,8 +34,8 @@ def _recorded(call: Call, context: Any) -> Recorded:
 
 
 class _OneToOne:
-    """One request-response call being measured, with what its done callback records: the
-    fields of one record, without the Call and Recorded objects the streaming shapes use."""
+    """One request-response call being measured: the fields of its record, which its done
+    callback makes, without the Call and Recorded objects of the streaming shapes."""
 
     __slots__ = (
         "bound",
@@ -101,14 +96,9 @@ class AioMeasuredMethods(MeasuredMethods):
     def _one_to_one(
         self, unary: Callable[[Any, Any], Awaitable[Any]], kind: str, reads: bool
     ) -> Callable[[Any, Any], Awaitable[Any]]:
-        """The measured behaviour of a request-response method: ``ProcessOrder`` (the kind the
-        observer-effect benchmark saturates) and the one-message ``Upload`` and ``Download``.
-        Records exactly what the general path below does, with fewer Python calls per call,
-        each of which shows in that benchmark: the start counted with ``+= 1``
-        (KindInstruments.arrived: every aio behaviour runs on the event loop's one thread), and
-        one small object per call instead of a Call and a Recorded. With ``reads`` it is handed
-        the request stream and reads the one message itself, in its turn (measure.rebuild,
-        receipts.Receipts)."""
+        """The measured behaviour of ``ProcessOrder`` and the one-message ``Upload`` and
+        ``Download``: what the general path records, with fewer Python calls per call
+        (docs/services.md#lean-paths); with ``reads``, it reads the one message itself."""
         metrics = self.metrics
         bound = metrics.bound(kind)
         enqueue = metrics.enqueue
@@ -157,12 +147,8 @@ class AioMeasuredMethods(MeasuredMethods):
                 request = _counted(requests, call)
                 with _recorded(call, context):
                     reply = await unary(request, context)
-                    # grpc.aio ends a request stream the same way whether the client closed
-                    # it or the call failed (cancelled, deadline, a message over grpc's limit),
-                    # so the behaviour returns either way. Sending the headers now makes a
-                    # failed call show: the send fails or grpc cancels this task, and the call
-                    # counts as abandoned instead of ok (measured: 20 of 20 cancelled uploads
-                    # counted cancelled, none of 20 completed ones).
+                    # Headers now, so a failed call shows: grpc.aio ends a request stream alike
+                    # for a close and a failure (docs/services.md#the-end-of-a-request-stream).
                     await context.send_initial_metadata(())
                     call.sent(reply.ByteSize())
                 return reply
@@ -172,7 +158,6 @@ class AioMeasuredMethods(MeasuredMethods):
         streaming = cast(
             Callable[[Any, Any], AsyncIterator[Any]], handler.unary_stream or handler.stream_stream
         )
-
         streaming_in = handler.request_streaming
 
         async def replies(request: Any, context: Any) -> AsyncIterator[Any]:
@@ -185,15 +170,10 @@ class AioMeasuredMethods(MeasuredMethods):
                 async for reply in streaming(request, context):
                     size = reply.ByteSize()
                     yield reply
-                    # Counted once the server has taken the message, so the first one marks
-                    # time to first message.
-                    call.sent(size)
+                    call.sent(size)  # once grpc has taken it: the first marks its time
                 if streaming_in:
-                    # As for UploadStream above: a PingPong cancelled midway ended its request
-                    # stream as a close does and counted ok. PingPong answers until its stream
-                    # ends, so one more read only asks grpc for the end again, and a failed
-                    # call shows: grpc cancels this task first (measured: 20 of 20 cancelled
-                    # sessions counted cancelled, none of 20 closed ones).
+                    # One more read after PingPong's stream ended, so a cancelled session
+                    # shows (docs/services.md#the-end-of-a-request-stream).
                     await context.read()
 
         return rebuild(handler, replies)

@@ -12,12 +12,7 @@ import grpc
 from wirelab.contract import OTHER_KIND
 from wirelab.metrics import Call, ServerMetrics
 from wirelab.rpc.kinds import Recorded
-from wirelab.rpc.measure import (
-    READS_ITS_MESSAGE,
-    Handler,
-    MeasuredMethods,
-    rebuild,
-)
+from wirelab.rpc.measure import READS_ITS_MESSAGE, Handler, MeasuredMethods, rebuild
 from wirelab.rpc.receipts import Receipts
 
 

@@ -28,9 +28,14 @@ import grpc
 import grpc.aio
 
 from wirelab.rpc.intake import UPLOAD_HOLDS
-from wirelab.rpc.measure import MISSING, Handler, rebuild
+from wirelab.rpc.measure import Handler, rebuild
 
 UPLOAD = "Upload"
+# How a call ends whose request message never arrived: its client went mid-message, or grpc
+# refused the message (over its receive limit; grpc has answered RESOURCE_EXHAUSTED itself).
+# The behaviour cannot tell which (aio hands over no message either way), so the call counts
+# as the cancel grpc gives it out as; a client that sent none at all gets this status.
+MISSING = "the request message never arrived"
 
 
 def receipts_for(budget_bytes: int, message_limit: int) -> int:
@@ -66,7 +71,7 @@ class Receipts:
 
     async def read(self, context: Any) -> bytes:
         """The call's one message, read in its turn (aio); the call is cancelled when it never
-        arrives (see measure.MISSING)."""
+        arrives (see MISSING)."""
         if self._turns is None:
             request = await context.read()
         else:
