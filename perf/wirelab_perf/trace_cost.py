@@ -2,11 +2,12 @@
 
 REST: the app of `python -m wirelab.rest` (metrics on) is called directly, as uvicorn calls it,
 with the small order, so what is timed is the app's own CPU per order: no socket, no HTTP
-parser, no load tool. gRPC, twice: through the handlers the aio server of `python -m
-wirelab.rpc` (metrics on) registers, called as grpc calls them (the lookup, the behaviour in a
-task of its own with the raw message, the done callbacks), with a stand-in servicer context: the
-Python around a call alone, what a loaded machine moves least; and through that server itself,
-in this process on loopback, pinned to the services' core, ghz on the other core sending it small
+parser, no load tool; and so with a WebSocket session of 10 pings. gRPC, twice: through the
+handlers the aio server of `python -m wirelab.rpc` (metrics on) registers, called as grpc calls
+them (the lookup, the behaviour in a task of its own with the raw message, the done callbacks),
+with a stand-in servicer context: the Python around a call alone, what a loaded machine moves
+least; and through that server itself, in this process on loopback, pinned to the services'
+core, ghz on the other core sending it small
 ProcessOrder calls as `wirelab perf overhead` does, this process's CPU per call (grpc's own
 threads included): everything a call costs the server, and noisier (at load average 25 the same
 code read 2 to 20 us apart from one run to the next). CPU time, the best of several batches,
@@ -21,13 +22,15 @@ the Node services' figures instead (node/scripts/trace-cost.js says how).
 from __future__ import annotations
 
 import asyncio
+import base64
+import collections
 import json
 import os
 import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from contextlib import AsyncExitStack
 from typing import Any
 
@@ -109,19 +112,60 @@ async def order(app: Any) -> None:
     await app(scope, receive, send)
 
 
+# A WebSocket session as Locust's bidi user holds one by default: 10 pings of 64 bytes.
+PINGS = 10
+PING = json.dumps({"seq": 0, "payload": base64.b64encode(bytes(64)).decode()})
+
+
+async def session(app: Any) -> None:
+    """One WebSocket session through the app, as a server hands it over: the handshake,
+    PINGS ping frames each answered, then the client's close."""
+    scope = {
+        "type": "websocket", "asgi": {"version": "3.0"}, "http_version": "1.1", "scheme": "ws",
+        "path": "/v1/pingpong", "raw_path": b"/v1/pingpong", "query_string": b"",
+        "root_path": "", "client": ("127.0.0.1", 1), "server": ("127.0.0.1", 8000),
+        "headers": [(b"host", b"rest")], "subprotocols": [],
+    }  # fmt: skip
+    inbox: collections.deque[dict[str, Any]] = collections.deque(
+        [
+            {"type": "websocket.connect"},
+            *({"type": "websocket.receive", "text": PING} for _ in range(PINGS)),
+            {"type": "websocket.disconnect", "code": 1000},
+        ]
+    )
+    answered = 0
+
+    async def receive() -> dict[str, Any]:
+        return inbox.popleft()
+
+    async def send(message: Any) -> None:
+        nonlocal answered
+        if message["type"] == "websocket.send":
+            answered += 1
+        elif message["type"] != "websocket.accept":
+            raise RuntimeError(f"the session was answered {message}")
+
+    await app(scope, receive, send)
+    if answered != PINGS:
+        raise RuntimeError(f"{answered} of {PINGS} pings answered")
+
+
 async def rest_costs(
-    apps: dict[tuple[str, str], Any], orders: int, batches: int
+    apps: dict[tuple[str, str], Any],
+    orders: int,
+    batches: int,
+    call: Callable[[Any], Coroutine[Any, Any, None]] = order,
 ) -> dict[tuple[str, str], float]:
-    """Microseconds of this process's CPU per order through each of ``apps`` (by variant and
-    ratio), the best of ``batches`` batches, the apps taking turns. Each order runs in a task of
-    its own, as uvicorn runs each request: what one sets in its context (a kept span's trace
-    id, for the exemplars) must not reach the next."""
+    """Microseconds of this process's CPU per order (or per ``call``: a session) through each of
+    ``apps`` (by variant and ratio), the best of ``batches`` batches, the apps taking turns.
+    Each runs in a task of its own, as uvicorn runs each request: what one sets in its context
+    (a kept span's trace id, for the exemplars) must not reach the next."""
     run = asyncio.get_running_loop().create_task
     async with AsyncExitStack() as stack:
         for app in apps.values():
             await stack.enter_async_context(app.router.lifespan_context(app))
             for _ in range(orders // 4):  # warm-up
-                await run(order(app))
+                await run(call(app))
         best = dict.fromkeys(apps, float("inf"))
         names = list(apps)
         for batch in range(batches):
@@ -129,7 +173,7 @@ async def rest_costs(
                 app = apps[name]
                 started = time.process_time()
                 for _ in range(orders):
-                    await run(order(app))
+                    await run(call(app))
                 best[name] = min(best[name], (time.process_time() - started) / orders * 1e6)
     return best
 
@@ -323,12 +367,17 @@ def main(argv: list[str] | None = None) -> int:
         names = {"ours": "wirelab.traces.asgi", "library": "OpenTelemetry ASGI"}
         apps = {("off", "0"): app_for("off", "0")}
         apps |= {(v, r): app_for(v, r) for r in ratios for v in names}
-        timed = asyncio.run(rest_costs(apps, args.orders, args.batches))
-        off = timed.pop(("off", "0"))
-        print(f"REST order through the app:\n  traces off: {off:6.1f} us", flush=True)
-        for (variant, at), cost in timed.items():
-            print(f"  ratio {at:>4}, {names[variant]:21}: {cost:6.1f} us (+{cost - off:5.1f}), "
-                  f"off/on {off / cost:.3f}", flush=True)  # fmt: skip
+        sessions = max(1, args.orders // PINGS)  # about as many round trips as orders
+        for title, call, count in (
+            ("REST order through the app", order, args.orders),
+            (f"REST WebSocket session ({PINGS} pings of 64 B) through the app", session, sessions),
+        ):
+            timed = asyncio.run(rest_costs(apps, count, args.batches, call))
+            off = timed.pop(("off", "0"))
+            print(f"{title}:\n  traces off: {off:6.1f} us", flush=True)
+            for (variant, at), cost in timed.items():
+                print(f"  ratio {at:>4}, {names[variant]:21}: {cost:6.1f} us "
+                      f"(+{cost - off:5.1f}), off/on {off / cost:.3f}", flush=True)  # fmt: skip
     if "grpc" in protocols:
         variants = {"off": ("off", "0")} | {r: ("ours", r) for r in ratios}
         # The handlers' figure is only the Python around a call: no throughput ratio of it.

@@ -3,6 +3,8 @@ own call path (REST's app, gRPC's aio server loaded by ghz), each figure printed
 
 from __future__ import annotations
 
+import asyncio
+import itertools
 import os
 import re
 import shutil
@@ -25,8 +27,10 @@ def _unpinned() -> Iterator[None]:
 
 
 def _figures(out: str, title: str) -> tuple[float, dict[str, float]]:
-    """The off figure and each ratio's figure printed under ``title`` (up to the next title)."""
-    section = out.split(title, 1)[1].split("\ngRPC ", 1)[0]
+    """The off figure and each ratio's figure printed under ``title`` (up to the next title:
+    the first line after it not indented)."""
+    lines = out.split(title, 1)[1].splitlines()[1:]
+    section = "\n".join(itertools.takewhile(lambda line: line.startswith("  "), lines))
     off = float(re.search(r"traces off: +([\d.]+) us", section).group(1))  # type: ignore[union-attr]
     on = {r: float(us) for r, us in re.findall(r"ratio +([\d.]+), [^:]+: +([\d.]+) us", section)}
     return off, on
@@ -35,8 +39,22 @@ def _figures(out: str, title: str) -> tuple[float, dict[str, float]]:
 def test_rest_is_timed_off_and_at_each_ratio(capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["--protocols", "rest", "--orders", "20", "--batches", "1", "--ratios", "0,1"]
     assert trace_cost.main(argv) == 0
-    off, on = _figures(capsys.readouterr().out, "REST order through the app")
-    assert off > 0 and set(on) == {"0", "1"} and all(us > 0 for us in on.values())
+    out = capsys.readouterr().out
+    for title in ("REST order through the app", "REST WebSocket session (10 pings of 64 B)"):
+        off, on = _figures(out, title)
+        assert off > 0 and set(on) == {"0", "1"} and all(us > 0 for us in on.values())
+
+
+def test_a_websocket_session_is_each_ping_answered_through_the_app(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What the session figure times: the handshake, every ping answered, the client's close;
+    a session the app ends otherwise (here a ping it refuses, closed 1007) is no figure."""
+    app = trace_cost.app_for("off", "0")
+    asyncio.run(trace_cost.session(app))
+    monkeypatch.setattr(trace_cost, "PING", "not JSON")
+    with pytest.raises(RuntimeError, match="answered"):
+        asyncio.run(trace_cost.session(app))
 
 
 @pytest.mark.integration
