@@ -1,4 +1,4 @@
-"""Benchmark: the Node.js services (node/) measured as the Python ones are, in six comparisons.
+"""Benchmark: the Node.js services (node/) measured as the Python ones are, in seven comparisons.
 
 ``--compare metrics``: each Node service with prom-client on against off (goal >= 0.95);
 ``--compare echo``: each Node service (metrics on, as deployed) against a bare server of the same
@@ -9,7 +9,10 @@ with ``--workers`` event loops (WIRELAB_NODE_WORKERS, Node's cluster module) aga
 same core (what the cluster costs where it cannot add a core; no goal). ``--compare floor``: the
 least server that answers the order call (node/scripts/floor-*.js: decode, total, echo the order,
 encode) against the bare echo server, which is what any conforming server keeps of the echo's
-throughput; ``--compare conforming``: each Node service against that floor (no goals). Every
+throughput; ``--compare conforming``: each Node service against that floor (no goals).
+``--compare traces``: each Node service traced at ``--trace-ratio`` (the lab's default 0.01,
+spans exported over OTLP to a receiver that keeps nothing) against untraced, metrics on in both
+(goal >= 0.97, as for the Python services' ``wirelab perf overhead --traces``). Every
 comparison is the observer-effect method of ``wirelab_perf.overhead``: both processes
 pinned to one core and loaded at once (wrk for REST, ghz for gRPC, small orders at saturation)
 from the other, each scraped as the lab's Prometheus scrapes it, requests per server CPU-second,
@@ -22,7 +25,7 @@ import shutil
 import sys
 import tempfile
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 from wirelab_bench.health import wait_healthy
@@ -32,6 +35,7 @@ from wirelab_perf.overhead import (
     Starter,
     counter_for,
     measure_pairs,
+    otlp_sink,
     summarize,
 )
 from wirelab_perf.svcprocs import (
@@ -56,6 +60,7 @@ COMPARISONS = {
     "workers": ("N workers / 1 (one core)", None),
     "floor": ("least order server / bare echo server", None),
     "conforming": ("service / least order server", None),
+    "traces": ("traces on / off, metrics on in both", 0.97),
 }
 
 
@@ -89,14 +94,17 @@ def node_process(
 
 
 def variants(
-    node: str, comparison: str, protocol: str, workers: int = 2
+    node: str, comparison: str, protocol: str, workers: int = 2, traced: Sequence[str] = ()
 ) -> tuple[tuple[str, Starter], ...]:
-    """The two processes a comparison sets side by side, first over second, each named."""
+    """The two processes a comparison sets side by side, first over second, each named.
+    ``traced``: the traced arm's knobs (its ratio and the OTLP receiver), for ``traces``."""
     script = SERVICES[protocol]
 
-    def node_service(metrics: str, loops: int = 1) -> Starter:
-        return lambda: node_process(node, protocol, script, metrics, loops)
+    def node_service(metrics: str, loops: int = 1, knobs: Sequence[str] = ()) -> Starter:
+        return lambda: node_process(node, protocol, script, metrics, loops, knobs)
 
+    if comparison == "traces":
+        return ("traced", node_service("on", knobs=traced)), ("off", node_service("on"))
     if comparison == "metrics":
         return ("on", node_service("on")), ("off", node_service("off"))
     if comparison == "echo":
@@ -128,11 +136,17 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"x {args.seconds}s over {args.pairs} pairs (each loaded {args.warmup}s first), scraped "
           f"every {args.scrape_interval:g}s as the lab scrapes")  # fmt: skip
     results = []
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
+        traced: list[str] = []
+        if "traces" in comparisons:  # the traced arm exports to a receiver on the load's core
+            endpoint = stack.enter_context(otlp_sink())
+            traced = ["WIRELAB_TRACES=on", f"WIRELAB_TRACE_SAMPLE_RATIO={args.trace_ratio}"]
+            traced.append(f"WIRELAB_TRACES_ENDPOINT={endpoint}")
+            print(f"--compare traces: traced at ratio {args.trace_ratio}, exported over OTLP")
         for comparison in comparisons:
             for protocol in protocols:
                 count = counter_for(protocol, args.connections, args.ghz, Path(tmp))
-                first, second = variants(node, comparison, protocol, args.workers)
+                first, second = variants(node, comparison, protocol, args.workers, traced)
                 runs = measure_pairs(
                     f"{comparison} {protocol}", count, first, second,
                     args.rounds, args.pairs, args.seconds, args.scrape_interval, args.warmup,

@@ -12,11 +12,12 @@ from google.protobuf import json_format
 from wirelab.v1 import wirelab_pb2, wirelab_pb2_grpc
 from wirelab_perf import ORDER
 from wirelab_perf import node as nodeperf
-from wirelab_perf.overhead import Run, summarize, together, verdict
+from wirelab_perf.overhead import Run, otlp_sink, summarize, together, verdict
 from wirelab_perf.svcprocs import SERVER_CPU
 
 NODE = shutil.which("node")
 needs_node = pytest.mark.skipif(NODE is None, reason="node is not installed")
+OPENMETRICS = {"Accept": "application/openmetrics-text; version=1.0.0"}
 
 
 def test_each_comparison_sets_the_right_processes_side_by_side() -> None:
@@ -31,6 +32,7 @@ def test_each_comparison_sets_the_right_processes_side_by_side() -> None:
         "workers": ("2 workers", "1 worker"),
         "floor": ("floor", "echo"),
         "conforming": ("service", "floor"),
+        "traces": ("traced", "off"),
     }
 
 
@@ -126,3 +128,28 @@ def test_a_clustered_node_service_runs_its_workers_pinned_and_counts_their_cpu()
             assert 'concurrency="cluster-2"' in page.read().decode()
         own = sum(sum(p.cpu_times()[:2]) for p in (svc.process, *workers))
         assert svc.cpu_seconds() >= own
+
+
+@pytest.mark.integration
+@needs_node
+def test_the_traced_arm_traces_its_calls_and_the_untraced_one_does_not() -> None:
+    """--compare traces: the first arm's order leaves its trace id as an exemplar on its
+    OpenMetrics page (here at ratio 1), the second's page has none."""
+    assert NODE is not None
+    with otlp_sink() as endpoint:
+        knobs = ["WIRELAB_TRACES=on", "WIRELAB_TRACE_SAMPLE_RATIO=1"]
+        knobs.append(f"WIRELAB_TRACES_ENDPOINT={endpoint}")
+        arms = nodeperf.variants(NODE, "traces", "rest", traced=knobs)
+        for (name, start), exemplar in zip(arms, (True, False), strict=True):
+            with start() as svc:
+                order = urllib.request.Request(
+                    f"{svc.address}/v1/orders",
+                    json.dumps(ORDER).encode(),
+                    {"Content-Type": "application/json"},
+                )
+                with urllib.request.urlopen(order, timeout=5) as reply:
+                    assert reply.status == 200
+                page = urllib.request.Request(svc.metrics_url, headers=OPENMETRICS)
+                with urllib.request.urlopen(page, timeout=5) as answered:
+                    text = answered.read().decode()
+                assert ('# {trace_id="' in text) == exemplar, name
