@@ -35,6 +35,7 @@ from wirelab.rpc.kinds import METHOD_KINDS
 from wirelab.rpc.server import build_aio, build_sync
 from wirelab.settings import Settings
 from wirelab.traces.asgi import TracingMiddleware
+from wirelab.traces.spans import Starter
 from wirelab.v1 import wirelab_pb2 as pb
 from wirelab.v1 import wirelab_pb2_grpc as pb_grpc
 
@@ -363,6 +364,37 @@ async def test_a_grpc_stream_is_one_span_of_its_kind_in_its_callers_trace() -> N
     assert (span.attributes or {})["wirelab.kind"] == "server_stream"
     assert (span.attributes or {})["rpc.grpc.status_code"] == 0
     assert span.context is not None and f"{span.context.trace_id:032x}" == PARENT.split("-")[1]
+
+
+@pytest.mark.parametrize(("ratio", "calls"), [(0.0, 20), (0.5, 400)])
+async def test_the_aio_lookup_decides_and_a_skipped_call_runs_no_tracing_code(
+    ratio: float, calls: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The measured aio server's lookup asks the sampler (rpc.measure._SampledLookup): a new
+    trace it does not keep runs the untraced handler, so the traced hook never starts for it;
+    one it keeps starts its span on the lookup's draw, so new traces are kept at the ratio, not
+    at its square (0.25 here, if the hook drew again)."""
+    config = settings(traces=True, trace_sample_ratio=ratio)
+    b = Traced(config, "grpc", "grpc-b")
+    starter = b.tracing.starter
+    served: list[str] = []
+
+    def serve(name: str, carrier: Any) -> Any:
+        served.append(name)
+        return Starter.serve(starter, name, carrier)
+
+    monkeypatch.setattr(starter, "serve", serve)
+    request = pb.OrderRequest(order=ORDER.order, count_words=True)
+    async with grpc_hop(config, b) as url, grpc.aio.insecure_channel(url[7:]) as channel:
+        stub: Any = pb_grpc.WireLabStub(channel)
+        for _ in range(calls):
+            await stub.ProcessOrder(request, timeout=10)
+    kept = len(b.spans())
+    assert kept == len(served)  # the hook ran only for the calls it kept
+    if ratio == 0:
+        assert kept == 0
+    else:
+        assert 150 < kept < 250, kept  # half of 400, give or take five standard deviations
 
 
 def test_the_thread_pool_server_traces_its_calls_too() -> None:

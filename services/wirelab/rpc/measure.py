@@ -106,32 +106,31 @@ class MeasuredMethods(ABC):
     def __init__(self, metrics: ServerMetrics, receipts: Receipts) -> None:
         self.metrics = metrics
         self.receipts = receipts  # how Upload's behaviour reads its message
-        # With exemplars kept (traces on), a call that carries its trace to the record grpc
-        # makes in a done callback, outside its context.
-        self.start: Callable[[str, float], Call] = (
-            metrics.start_traced if metrics.exemplars else metrics.start
-        )
+
+    def starter(self, exemplars: bool) -> Callable[[str, float], Call]:
+        """How a call begins; with ``exemplars``, carrying its trace to its later record."""
+        return self.metrics.start_traced if exemplars else self.metrics.start
 
     @abstractmethod
     def unknown_method(self, *args: Any) -> Any:
         """Behaviour that answers UNIMPLEMENTED (and counts it)."""
 
     @abstractmethod
-    def wrap(self, handler: Handler, kind: str) -> Handler:
-        """``handler`` with its calls measured as ``kind``."""
+    def wrap(self, handler: Handler, kind: str, exemplars: bool) -> Handler:
+        """``handler`` measured as ``kind`` (calls' traces to their records: ``exemplars``)."""
 
     @abstractmethod
     def arrived(self, handler: Handler) -> Handler:
         """Called by the lookup as a call arrives: the handler grpc should run for it."""
 
-    def register(self, server: Any, service: str, handlers: dict[str, Handler]) -> None:
-        """Register ``service``'s method ``handlers`` (by method name) on ``server``, every
-        contract method measured from the moment its call arrives."""
+    def lookup(self, service: str, handlers: dict[str, Handler], exemplars: bool) -> _Lookup:
+        """The generic handler to register for ``service``'s method ``handlers`` (by name), each
+        measured from the moment its call arrives (:meth:`wrap`)."""
         measured = {}
         for name, handler in handlers.items():
             method = f"/{service}/{name}"
-            measured[method] = self.wrap(handler, METHOD_KINDS[method])
-        server.add_generic_rpc_handlers((_Lookup(measured, self.arrived),))
+            measured[method] = self.wrap(handler, METHOD_KINDS[method], exemplars)
+        return _Lookup(measured, self.arrived)
 
     def register_unknown(self, server: Any) -> None:
         """Call after every other service: unknown methods become UNIMPLEMENTED, counted."""

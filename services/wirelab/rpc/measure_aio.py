@@ -94,7 +94,7 @@ class AioMeasuredMethods(MeasuredMethods):
         return handler
 
     def _one_to_one(
-        self, unary: Callable[[Any, Any], Awaitable[Any]], kind: str, reads: bool
+        self, unary: Callable[[Any, Any], Awaitable[Any]], kind: str, reads: bool, exemplars: bool
     ) -> Callable[[Any, Any], Awaitable[Any]]:
         """The measured behaviour of ``ProcessOrder`` and the one-message ``Upload`` and
         ``Download``: what the general path records, with fewer Python calls per call
@@ -104,7 +104,7 @@ class AioMeasuredMethods(MeasuredMethods):
         enqueue = metrics.enqueue
         arrival = _ARRIVED.get
         read = self.receipts.read
-        measured = _TracedOneToOne if metrics.exemplars else _OneToOne
+        measured = _TracedOneToOne if exemplars else _OneToOne
 
         async def one_reply(request: Any, context: Any) -> Any:
             arrived = bound.arrived = bound.arrived + 1
@@ -132,12 +132,12 @@ class AioMeasuredMethods(MeasuredMethods):
         with _recorded(self.metrics.start(OTHER_KIND, _ARRIVED.get()), context):
             await context.abort(grpc.StatusCode.UNIMPLEMENTED, "Method not found!")
 
-    def wrap(self, handler: Handler, kind: str) -> Handler:
-        start = self.start
+    def wrap(self, handler: Handler, kind: str, exemplars: bool) -> Handler:
+        start = self.starter(exemplars)
         arrival = _ARRIVED.get
         if handler.unary_unary is not None:
             reads = kind in READS_ITS_MESSAGE
-            behavior = self._one_to_one(handler.unary_unary, kind, reads)
+            behavior = self._one_to_one(handler.unary_unary, kind, reads, exemplars)
             return rebuild(handler, behavior, streamed=reads)
         if not handler.response_streaming:  # one reply to a request stream (UploadStream)
             unary = cast(Callable[[Any, Any], Awaitable[Any]], handler.stream_unary)

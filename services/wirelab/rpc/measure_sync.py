@@ -57,8 +57,8 @@ class SyncMeasuredMethods(MeasuredMethods):
             context.abort(grpc.StatusCode.UNIMPLEMENTED, "Method not found!")
         yield b""  # never reached (abort raises); the yield makes this a streaming behaviour
 
-    def wrap(self, handler: Handler, kind: str) -> Handler:
-        start = self.start
+    def wrap(self, handler: Handler, kind: str, exemplars: bool) -> Handler:
+        start = self.starter(exemplars)
         streaming_in = handler.request_streaming
         reads = kind in READS_ITS_MESSAGE
         read = self.receipts.read_sync

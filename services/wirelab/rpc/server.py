@@ -65,12 +65,22 @@ def _register(
         handlers = receipts.handlers(handlers)
     if cap:
         handlers = CallCap(cap, admission.aio).handlers(handlers)
-    if tracing is not None:  # inside the measurement: a span is part of what a call costs
-        handlers = tracing.grpc_handlers(handlers, capture.service, admission.aio)
-    if measured is None:
-        server.add_registered_method_handlers(capture.service, handlers)
+    # Spans inside the measurement: a span is part of what a call costs.
+    if tracing is not None and measured is not None and admission.aio:
+        # The sampler decides at the lookup: a call without a span runs the untraced handler,
+        # whose record carries no trace.
+        traced = tracing.grpc_handlers(handlers, capture.service, admission.aio)
+        untraced = measured.lookup(capture.service, handlers, exemplars=False)
+        kept = measured.lookup(capture.service, traced, exemplars=True)
+        server.add_generic_rpc_handlers((tracing.grpc_lookup(untraced, kept),))
     else:
-        measured.register(server, capture.service, handlers)
+        if tracing is not None:
+            handlers = tracing.grpc_handlers(handlers, capture.service, admission.aio)
+        if measured is None:
+            server.add_registered_method_handlers(capture.service, handlers)
+        else:
+            lookup = measured.lookup(capture.service, handlers, measured.metrics.exemplars)
+            server.add_generic_rpc_handlers((lookup,))
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     names = (SERVICE, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name)
     add_reflection(names, server)

@@ -67,6 +67,13 @@ class Tracing:
 
         return traced_handlers(handlers, service, self.starter, METHOD_KINDS, aio)
 
+    def grpc_lookup(self, untraced: Any, traced: Any) -> Any:
+        """A measured aio service's lookup that asks the sampler first: a call without a span
+        is found in ``untraced``, the others in ``traced`` (wirelab.traces.grpcio)."""
+        from wirelab.traces.grpcio import SampledLookup
+
+        return SampledLookup(untraced, traced, self.starter)
+
     def client_interceptors(self) -> list[Any]:
         """A grpc.aio channel's interceptors: a client span per call, ``traceparent`` sent in
         the call's metadata."""

@@ -11,7 +11,9 @@ the method's own handler, as here, 0.906 [0.902-0.913] (64 rounds), with an unsa
 started without the SDK (wirelab.traces.spans) 0.936 [0.931-0.945], and with none at all in a
 service without downstreams (spans.Starter.serve) 0.950 [0.946-0.956]: still short of the 0.97
 the metrics keep (docs/traces.md). Through the handlers in process (`wirelab perf trace-cost`)
-this hook now adds 1.4-2.8 us to a small call, against 4.7-5.5 before Starter.serve.
+this hook adds 1.4-2.8 us to a small call, against 4.7-5.5 before Starter.serve. A measured aio
+service runs it only for calls that get a span: SampledLookup decides as the call arrives
+(0.966-0.968 on the whole service, docs/traces.md#what-it-costs).
 """
 
 from __future__ import annotations
@@ -42,6 +44,27 @@ def _carrier(metadata: Any) -> dict[str, str] | None:
                 found = {}
             found[key] = value if isinstance(value, str) else value.decode("latin-1")
     return found
+
+
+class SampledLookup(grpc.GenericRpcHandler):
+    """A traced aio service's lookup of its measured methods (rpc.measure): the sampler decides
+    as the call arrives, on the metadata grpc built for the lookup, and a call that gets no span
+    is found in ``untraced``, the measured handlers without this module's hook, so it pays
+    tracing only the decision; the others in ``traced``. aio only: a kept new trace's draw
+    reaches the traced behaviour in the call's task (spans.Starter.skips). The split against
+    hooking every call: docs/traces.md#what-it-costs."""
+
+    def __init__(self, untraced: Any, traced: Any, starter: Starter) -> None:
+        self.untraced = untraced
+        self.traced = traced
+        self.skips = starter.skips
+
+    def service(self, handler_call_details: grpc.HandlerCallDetails) -> Any:
+        for key, _ in handler_call_details.invocation_metadata or ():
+            if key == "traceparent" or key == "tracestate":  # the caller's decision: follow it
+                return self.traced.service(handler_call_details)
+        lookup = self.untraced if self.skips() else self.traced
+        return lookup.service(handler_call_details)
 
 
 class _Call:

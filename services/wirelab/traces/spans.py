@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping
-from contextvars import Token
+from contextvars import ContextVar, Token
 from random import getrandbits
 
 from opentelemetry import context, propagate, trace
@@ -29,6 +29,9 @@ from opentelemetry.trace import NonRecordingSpan, Span, SpanContext, SpanKind, T
 
 _LOW_64 = (1 << 64) - 1
 _NOT_SAMPLED = TraceFlags(TraceFlags.DEFAULT)
+# The low 64 bits of a new trace the sampler kept before its call's span was started (Starter.
+# skips, in the gRPC lookup), for Starter.serve in the same task to start it on.
+_DRAWN: ContextVar[int | None] = ContextVar("wirelab_drawn", default=None)
 
 
 class DrawnIds(RandomIdGenerator):
@@ -69,15 +72,32 @@ class Starter:
         the "not sampled" flag, so the trace stays whole or absent."""
         parent = propagate.extract(carrier) if carrier else None
         if parent is None and not self.relays:  # the common call: a new trace, rarely kept
-            low = getrandbits(64)
-            if low >= self.bound:
-                return None
+            low = _DRAWN.get()
+            if low is None:
+                low = getrandbits(64)
+                if low >= self.bound:
+                    return None
+            else:  # kept already (skips)
+                _DRAWN.set(None)
             span = self._kept(name, (getrandbits(64) << 64 | low) or 1)
         else:
             span = self.start(name, parent)
             if not self.relays and not span.is_recording():
                 return None
         return span, context.attach(trace.set_span_in_context(span, parent))
+
+    def skips(self) -> bool:
+        """Whether a call that brought no trace headers gets no span at all, decided before its
+        handler is chosen (the gRPC lookup, rpc.measure), so that it runs no tracing code: a new
+        trace the sampler does not keep, in a service without downstreams. A kept one's draw
+        waits in this task for :meth:`serve` to start its span on."""
+        if self.relays:
+            return False
+        low = getrandbits(64)
+        if low >= self.bound:
+            return True
+        _DRAWN.set(low)
+        return False
 
     def start(self, name: str, parent: Context | None) -> Span:
         """The span of a call whose caller's context is ``parent`` (None: a new trace), made
