@@ -13,7 +13,7 @@ service without downstreams (spans.Starter.serve) 0.950 [0.946-0.956]: still sho
 the metrics keep (docs/traces.md). Through the handlers in process (`wirelab perf trace-cost`)
 this hook adds 1.4-2.8 us to a small call, against 4.7-5.5 before Starter.serve. A measured aio
 service runs it only for calls that get a span: SampledLookup decides as the call arrives
-(0.966-0.968 on the whole service, docs/traces.md#what-it-costs).
+(0.966-0.974 on the whole service, docs/traces.md#what-it-costs).
 """
 
 from __future__ import annotations
