@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
+import psutil
 import pytest
 from wirelab_bench.cli import main
 from wirelab_bench.health import grpc_healthy, rest_healthy
@@ -74,12 +75,23 @@ def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
             p.wait()
 
 
-@contextmanager
-def running_services(
-    logs: Path, extra: Mapping[str, Mapping[str, str]] | None = None
-) -> Iterator[Services]:
-    """`python -m wirelab.rest` and `python -m wirelab.rpc`, healthy, stopped on exit; ``extra``
-    adds variables per module (e.g. a topology's WIRELAB_DOWNSTREAM)."""
+def _holds(proc: subprocess.Popen[bytes], ports: list[int]) -> bool:
+    """Whether ``proc`` listens on every one of ``ports``: a health check alone can be answered
+    by another test's process that took a port between its choosing and the service's bind."""
+    try:
+        listening = {
+            c.laddr.port
+            for c in psutil.Process(proc.pid).net_connections("tcp")
+            if c.status == psutil.CONN_LISTEN and c.laddr
+        }
+    except psutil.Error:
+        return False
+    return set(ports) <= listening
+
+
+def _start(logs: Path, extra: Mapping[str, Mapping[str, str]] | None) -> Services | None:
+    """Both services on free ports, healthy and listening on their own ports; None when one of
+    them could not bind its port (taken meanwhile by another process: choose again)."""
     rest, grpc_port, rest_m, grpc_m = free_ports(4)
     found = Services(
         f"http://127.0.0.1:{rest}",
@@ -99,14 +111,39 @@ def running_services(
             stdout=(logs / f"{module}.log").open("wb"),
             stderr=subprocess.STDOUT,
         )
+    owned = {"wirelab.rest": [rest, rest_m], "wirelab.rpc": [grpc_port, grpc_m]}
+    deadline = time.monotonic() + 30
+    while True:
+        if any(p.poll() is not None for p in found.procs.values()):
+            _stop(list(found.procs.values()))
+            return None
+        if (
+            not rest_healthy(found.rest_url)
+            and not grpc_healthy(found.grpc_target)
+            and all(_holds(found.procs[m], owned[m]) for m in owned)
+        ):
+            return found
+        if time.monotonic() > deadline:
+            _stop(list(found.procs.values()))
+            raise RuntimeError(f"services did not start; logs in {logs}")
+        time.sleep(0.2)
+
+
+@contextmanager
+def running_services(
+    logs: Path, extra: Mapping[str, Mapping[str, str]] | None = None
+) -> Iterator[Services]:
+    """`python -m wirelab.rest` and `python -m wirelab.rpc`, healthy, stopped on exit; ``extra``
+    adds variables per module (e.g. a topology's WIRELAB_DOWNSTREAM). A service that exits while
+    starting (its port taken by a parallel test's process) is started again on other ports, up
+    to three times."""
+    for _ in range(3):
+        found = _start(logs, extra)
+        if found is not None:
+            break
+    else:
+        raise RuntimeError(f"services exited while starting, three times; logs in {logs}")
     try:
-        deadline = time.monotonic() + 30
-        while rest_healthy(found.rest_url) or grpc_healthy(found.grpc_target):
-            if time.monotonic() > deadline or any(
-                p.poll() is not None for p in found.procs.values()
-            ):
-                raise RuntimeError(f"services did not start; logs in {logs}")
-            time.sleep(0.2)
         yield found
     finally:
         _stop(list(found.procs.values()))
