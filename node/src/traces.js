@@ -14,10 +14,15 @@
 // this loaded machine did not resolve more finely. They patch node:http and grpc-js around every
 // call, need a context manager on every asynchronous step of the process (AsyncLocalStorage) to
 // carry a call's context to its relay's calls, and build every attribute before the sampler has
-// said no. Here a call's server span is asked of the SDK's own sampler first (the SDK's tracer then
-// makes an unsampled span without attributes, which costs little in JS, unlike Python's:
-// wirelab/traces/spans.py), attributes are built only for a span that is kept, and the context is
-// handed from the server span to the relay's calls explicitly instead of through a context manager.
+// said no. Here the sampler's decision on a new trace is made before the SDK is asked for anything,
+// as the SDK's ParentBased(TraceIdRatioBased) sampler would make it (wirelab/traces/spans.py does
+// the same for Python): in a service without downstreams a call not kept gets no span and no
+// context at all, a relay's one the trace's context flagged unsampled, made without the SDK, and
+// a kept one the SDK's span on the trace id the decision was drawn for. The SDK's start of every
+// call's span cost the whole service at saturation (`wirelab perf node --compare traces`, 28 Nov,
+// docs/traces.md): REST kept 0.855 and gRPC 0.884 of traces off at ratio 0.01. Attributes are
+// built only for a span that is kept, and the context is handed from the server span to the
+// relay's calls explicitly instead of through a context manager.
 const RUNTIME = 'node';
 
 // Operational endpoints, untraced as they are unmeasured (wirelab/traces/asgi.py's set).
@@ -28,22 +33,40 @@ const GRPC_CANCELLED = 1;
 
 /** A process's tracing: the provider, the W3C propagator and the spans of each hop. */
 class Tracing {
-  constructor(otel, provider, service, labels) {
+  constructor(otel, provider, ids, ratio, relays, service, labels) {
     this.otel = otel;
     this.provider = provider;
+    this.ids = ids;
+    this.relays = relays;
     this.service = service;
     this.labels = labels;
     this.tracer = provider.getTracer('wirelab');
+    // As TraceIdRatioBasedSampler's bound on the XOR of a trace id's four 32-bit words.
+    this.bound = ratio >= 1 ? 0x100000000 : ratio <= 0 ? 0 : Math.floor(ratio * 0xffffffff);
   }
 
   /** A server span named ``name``, its parent the W3C context in ``carrier`` (read by
-   * ``getter``): ``{span, context}``, ``context`` holding the span for the call's downstreams. */
+   * ``getter``): ``{span, context}``, ``context`` holding the span for the call's downstreams;
+   * null when the call is not kept and the service calls no downstream (nothing would read its
+   * context: an exemplar is taken of a kept call only). */
   serverSpan(name, carrier, getter) {
     const { api, propagator } = this.otel;
-    const parent = getter.get(carrier, 'traceparent') === undefined
-      ? api.ROOT_CONTEXT
-      : propagator.extract(api.ROOT_CONTEXT, carrier, getter);
+    let parent = api.ROOT_CONTEXT;
+    if (getter.get(carrier, 'traceparent') === undefined) { // the common call: a new trace
+      const drawn = (Math.random() * 0x100000000) >>> 0;
+      if (drawn >= this.bound) {
+        if (!this.relays) return null;
+        const span = api.trace.wrapSpanContext({
+          traceId: this.ids.generateTraceId(), spanId: this.ids.generateSpanId(), traceFlags: api.TraceFlags.NONE,
+        });
+        return { span, context: api.trace.setSpan(parent, span) };
+      }
+      this.ids.waiting = keptTraceId(drawn);
+    } else {
+      parent = propagator.extract(parent, carrier, getter);
+    }
     const span = this.tracer.startSpan(name, { kind: api.SpanKind.SERVER }, parent);
+    if (!this.relays && !span.isRecording()) return null;
     return { span, context: api.trace.setSpan(parent, span) };
   }
 
@@ -68,11 +91,14 @@ class Tracing {
   }
 
   /** A REST call's server span (wirelab/traces/asgi.py): ended with its response's status when
-   * ``res`` closes; its context for the call's downstreams, or null for an untraced path. */
+   * ``res`` closes; its context for the call's downstreams, or null for an untraced path or a
+   * call without a span (serverSpan). */
   restServer(req, res, path, kind) {
     if (UNTRACED_PATHS.has(path)) return null;
     const { api, semconv } = this.otel;
-    const { span, context } = this.serverSpan(`${req.method} ${path}`, req.headers, api.defaultTextMapGetter);
+    const served = this.serverSpan(`${req.method} ${path}`, req.headers, api.defaultTextMapGetter);
+    if (served === null) return null;
+    const { span, context } = served;
     if (!span.isRecording()) return context; // unsampled: the context only, for the downstreams
     span.setAttributes(this.httpAttributes(req.method, path, req.httpVersion, kind));
     res.once('close', () => {
@@ -90,11 +116,14 @@ class Tracing {
    * close, as the metrics time the session (one observation per session, not per ping): named
    * ``GET <path>`` for the upgrade, its parent the upgrade's traceparent. ``{context, end}``;
    * ``end(status, failed)`` sets the handshake's answer (101 accepted) and, ``failed``, an error
-   * status; null ``end`` for an unsampled session, or null for an untraced path. */
+   * status; null ``end`` for an unsampled session, or null for an untraced path or a session
+   * without a span (serverSpan). */
   websocketServer(req, path, kind) {
     if (UNTRACED_PATHS.has(path)) return null;
     const { api, semconv } = this.otel;
-    const { span, context } = this.serverSpan(`GET ${path}`, req.headers, api.defaultTextMapGetter);
+    const served = this.serverSpan(`GET ${path}`, req.headers, api.defaultTextMapGetter);
+    if (served === null) return null;
+    const { span, context } = served;
     if (!span.isRecording()) return { context, end: null };
     span.setAttributes(this.httpAttributes('GET', path, req.httpVersion, kind));
     let ended = false;
@@ -109,10 +138,13 @@ class Tracing {
   }
 
   /** A gRPC call's server span (wirelab/traces/grpcio.py), its parent the call's traceparent
-   * metadata: ``{context, end(code)}``; ``end`` sets the status the call ended with. */
+   * metadata: ``{context, end(code)}``; ``end`` sets the status the call ended with (null ``end``
+   * for an unsampled call), or null for a call without a span (serverSpan). */
   grpcServer(metadata, method, kind) {
     const { api, incubating } = this.otel;
-    const { span, context } = this.serverSpan(method, metadata, METADATA_GETTER);
+    const served = this.serverSpan(method, metadata, METADATA_GETTER);
+    if (served === null) return null;
+    const { span, context } = served;
     if (!span.isRecording()) return { context, end: null };
     const [service, name] = method.slice(1).split('/');
     span.setAttributes({
@@ -199,6 +231,30 @@ class Tracing {
   }
 }
 
+/** A trace id the SDK's TraceIdRatioBasedSampler keeps as ``drawn`` was kept: three random
+ * 32-bit words and a fourth that makes their XOR ``drawn`` (its first word never 0: a valid id). */
+function keptTraceId(drawn) {
+  const words = [((Math.random() * 0x100000000) >>> 0) || 1, (Math.random() * 0x100000000) >>> 0, (Math.random() * 0x100000000) >>> 0];
+  words.push((drawn ^ words[0] ^ words[1] ^ words[2]) >>> 0);
+  return words.map((w) => w.toString(16).padStart(8, '0')).join('');
+}
+
+/** The provider's id generator: the SDK's random one, but the trace id of a kept decision when
+ * one is ``waiting`` (serverSpan), once. */
+function drawnIds(sdk) {
+  const random = new sdk.RandomIdGenerator();
+  return {
+    waiting: null,
+    generateSpanId: random.generateSpanId,
+    generateTraceId() {
+      const id = this.waiting;
+      if (id === null) return random.generateTraceId();
+      this.waiting = null;
+      return id;
+    },
+  };
+}
+
 function once(fn) {
   let done = false;
   return (value) => {
@@ -255,13 +311,17 @@ function start(settings, protocol, { exporter = null } = {}) {
     const { OTLPTraceExporter } = require('@opentelemetry/exporter-trace-otlp-grpc');
     exporter = new OTLPTraceExporter({ url: settings.tracesEndpoint });
   }
+  const ids = drawnIds(sdk);
   const provider = new sdk.BasicTracerProvider({
     resource,
+    idGenerator: ids,
     sampler: new sdk.ParentBasedSampler({ root: new sdk.TraceIdRatioBasedSampler(settings.traceSampleRatio) }),
     spanProcessors: [new sdk.BatchSpanProcessor(exporter)],
   });
   const otel = { api, propagator: new W3CTraceContextPropagator(), semconv, incubating };
-  return new Tracing(otel, provider, service, labels);
+  // A service with downstreams makes even an unsampled call's context, for them.
+  const relays = settings.downstream.length > 0;
+  return new Tracing(otel, provider, ids, settings.traceSampleRatio, relays, service, labels);
 }
 
-module.exports = { RUNTIME, UNTRACED_PATHS, check, start };
+module.exports = { RUNTIME, UNTRACED_PATHS, check, keptTraceId, start };

@@ -23,10 +23,11 @@ const [, PARENT_TRACE, PARENT_SPAN] = PARENT.split('-');
 const ORDER = { order_id: 'o-1', customer_id: 'c', items: [{ sku: 'a', quantity: 2, unit_price_cents: 3 }], note: 'one two three' };
 const PROCESS_ORDER = '/wirelab.v1.WireLab/ProcessOrder';
 
-/** A service's tracing at ``ratio`` with its spans kept in memory. */
-function traced(protocol, service, ratio = 1) {
+/** A service's tracing at ``ratio`` with its spans kept in memory; a relay's names its
+ * ``downstream`` (its unsampled calls then still carry the trace's context). */
+function traced(protocol, service, ratio = 1, downstream = []) {
   const exporter = new InMemorySpanExporter();
-  const settings = { ...testSettings(), traces: true, traceSampleRatio: ratio, serviceName: service };
+  const settings = { ...testSettings(), traces: true, traceSampleRatio: ratio, serviceName: service, downstream };
   const tracing = traces.start(settings, protocol, { exporter });
   return {
     tracing,
@@ -136,7 +137,7 @@ test('a refused REST call is traced with its status, a server error marked as on
 test('an order through a REST relay is one trace across both hops', async () => {
   const b = traced('rest', 'rest-b');
   const bService = await restService({}, b.tracing);
-  const a = traced('rest', 'rest');
+  const a = traced('rest', 'rest', 1, [bService.url]);
   const aService = await restService({ downstream: [bService.url] }, a.tracing);
   const r = await post(aService.url, '/v1/orders', { order: ORDER, count_words: true });
   assert.equal(r.status, 200, r.text);
@@ -163,7 +164,7 @@ test('an unsampled REST edge sends its context flagged unsampled and keeps its d
   });
   await new Promise((resolve) => spy.listen(0, '127.0.0.1', resolve));
   try {
-    const a = traced('rest', 'rest', 0);
+    const a = traced('rest', 'rest', 0, [`http://127.0.0.1:${spy.address().port}`]);
     const aService = await restService({ downstream: [`http://127.0.0.1:${spy.address().port}`] }, a.tracing);
     for (let i = 0; i < 2; i += 1) assert.equal((await post(aService.url, '/v1/orders', { order: ORDER })).status, 200);
     assert.deepEqual(await a.spans(), []);
@@ -263,7 +264,7 @@ function metadataWith(traceparent) {
 test('an order through a gRPC relay is one trace across both hops', async () => {
   const b = traced('grpc', 'grpc-b');
   const bService = await grpcService({}, b.tracing);
-  const a = traced('grpc', 'grpc');
+  const a = traced('grpc', 'grpc', 1, [bService.target]);
   const aService = await grpcService({ downstream: [bService.target] }, a.tracing);
   const reply = await aService.order({ order: ORDER, count_words: true });
   assert.equal(Number(reply.word_count), 3);
@@ -323,7 +324,7 @@ test('health and reflection are untraced', async () => {
 test('an unsampled gRPC edge keeps its downstream unsampled', async () => {
   const b = traced('grpc', 'grpc-b');
   const bService = await grpcService({}, b.tracing);
-  const a = traced('grpc', 'grpc', 0);
+  const a = traced('grpc', 'grpc', 0, [bService.target]);
   const aService = await grpcService({ downstream: [bService.target] }, a.tracing);
   await aService.order({ order: ORDER });
   await aService.order({ order: ORDER });
@@ -342,16 +343,52 @@ test('a caller\'s decision is followed, sampled or not, whatever the ratio', asy
   }
 });
 
-test('new traces are kept at the ratio', async () => {
-  const t = traced('rest', 'rest', 0.25);
-  let kept = 0;
-  for (let i = 0; i < 2000; i += 1) {
-    const { span } = t.tracing.serverSpan('x', {}, { get: () => undefined });
-    kept += span.isRecording() ? 1 : 0;
-    assert.equal(span.isRecording(), span.spanContext().traceFlags === 1);
-    span.end();
+test('new traces are kept at the ratio, a relay\'s others carried unsampled, a leaf\'s not made', async () => {
+  for (const downstream of [[], ['http://127.0.0.1:1']]) {
+    const t = traced('rest', 'rest', 0.25, downstream);
+    let kept = 0;
+    for (let i = 0; i < 2000; i += 1) {
+      const served = t.tracing.serverSpan('x', {}, { get: () => undefined });
+      if (served === null) {
+        assert.equal(downstream.length, 0, 'a relay\'s call always has a context for its downstreams');
+        continue;
+      }
+      const { span, context } = served;
+      const sampled = span.spanContext().traceFlags === 1;
+      assert.equal(span.isRecording(), sampled);
+      assert.ok(downstream.length > 0 || sampled, 'a leaf makes no unsampled span');
+      assert.match(span.spanContext().traceId, /^[0-9a-f]{32}$/);
+      assert.notEqual(span.spanContext().traceId, '0'.repeat(32));
+      assert.equal(t.tracing.keptTraceId(context), sampled ? span.spanContext().traceId : null);
+      kept += sampled ? 1 : 0;
+      span.end();
+    }
+    // Kept at the ratio, not at its square: the SDK's own sampler agreed with each draw.
+    assert.ok(kept > 400 && kept < 600, `${kept} of 2,000 kept at 0.25 (downstream ${downstream})`);
+    assert.equal((await t.spans()).length, kept);
   }
-  assert.ok(kept > 400 && kept < 600, `${kept} of 2,000 kept at 0.25`);
+});
+
+test('the decision before the SDK is the SDK\'s own on the same trace id', () => {
+  const sdk = require('@opentelemetry/sdk-trace-base');
+  const { ROOT_CONTEXT, SpanKind: Kind } = require('@opentelemetry/api');
+  for (const ratio of [0.01, 0.25, 0.5]) {
+    const t = traced('rest', 'rest', ratio);
+    const sampler = new sdk.TraceIdRatioBasedSampler(ratio);
+    for (let i = 0; i < 500; i += 1) {
+      const drawn = (Math.random() * 0x100000000) >>> 0;
+      const own = drawn < t.tracing.bound;
+      const id = '0123456789abcdef0123456789abcdef'.split('').sort(() => Math.random() - 0.5).join('');
+      const sdkKeeps = sampler.shouldSample(ROOT_CONTEXT, id, 'x', Kind.SERVER, {}, []).decision === sdk.SamplingDecision.RECORD_AND_SAMPLED;
+      // The bound is the SDK's: an id whose words XOR to ``drawn`` is kept by both or by neither.
+      const words = [0, 8, 16, 24].map((k) => parseInt(id.slice(k, k + 8), 16));
+      assert.equal((words[0] ^ words[1] ^ words[2] ^ words[3]) >>> 0 < t.tracing.bound, sdkKeeps);
+      if (own) {
+        const keptId = traces.keptTraceId(drawn);
+        assert.equal(sampler.shouldSample(ROOT_CONTEXT, keptId, 'x', Kind.SERVER, {}, []).decision, sdk.SamplingDecision.RECORD_AND_SAMPLED);
+      }
+    }
+  }
 });
 
 // Exemplars ----------------------------------------------------------------------------------
@@ -379,7 +416,7 @@ const exemplarsOf = (text, family) => [...text.matchAll(new RegExp(`^${family}_b
 test('a traced call\'s trace id is its latency\'s exemplar, in OpenMetrics only, server and relay alike', async () => {
   const b = traced('rest', 'rest-b');
   const bService = await restService({ traces: true }, b.tracing);
-  const a = traced('rest', 'rest');
+  const a = traced('rest', 'rest', 1, [bService.url]);
   const aService = await restService({ traces: true, downstream: [bService.url] }, a.tracing);
   assert.equal((await post(aService.url, '/v1/orders', { order: ORDER })).status, 200);
   const traceId = (await a.one(SpanKind.SERVER)).spanContext().traceId;

@@ -373,14 +373,17 @@ function handlers(b, metrics, holds, traceIdOf) {
  * call's traceparent metadata, its context kept in ``contexts`` for the call's downstreams. A
  * kept span ends with the status the call ends with: a unary or client-streaming call's
  * callback, a stream's end or emitted error, or its cancel (DEADLINE_EXCEEDED when its deadline
- * did it). An unsampled call gets its context and no listener. */
+ * did it). An unsampled call gets its context and no listener, a call without a span
+ * (traces.js serverSpan) neither. */
 function traced(table, tracing, contexts) {
   if (tracing === null) return table;
   const trace = (name, handler) => {
     const method = `${WIRELAB_PATH}${name}`;
     const kind = KIND_OF[name];
     return (call, callback) => {
-      const { context, end } = tracing.grpcServer(call.metadata, method, kind);
+      const served = tracing.grpcServer(call.metadata, method, kind);
+      if (served === null) return handler(call, callback); // no span: nothing to keep or end
+      const { context, end } = served;
       contexts.set(call, context);
       if (end === null) return handler(call, callback);
       call.once('cancelled', () => end(expired(call) ? grpc.status.DEADLINE_EXCEEDED : grpc.status.CANCELLED));
