@@ -148,9 +148,14 @@ class MetricsMiddleware:
         # An order of known length within the order body limit skips that layer when it is next
         # (no concurrency cap between), the lean path making its one comparison; others go
         # through it: docs/services.md#the-order-skips-the-limits-layer
-        self.orders_app, self.max_order_bytes = app, sys.maxsize
-        if isinstance(app, OrderBodyLimit):
-            self.orders_app, self.max_order_bytes = app.app, app.limits.max_order_bytes
+        # Traces on, the tracing middleware (wirelab.traces.asgi) is next: an order that brought no
+        # trace headers is asked of its sampler here, in the scan for the length, and one that
+        # gets no span skips that layer too: docs/traces.md#what-it-costs
+        self.traced, self.skips = app, getattr(app, "skips", None)
+        inner: ASGIApp = app if self.skips is None else app.app  # type: ignore[attr-defined]
+        self.orders_app, self.max_order_bytes = inner, sys.maxsize
+        if isinstance(inner, OrderBodyLimit):
+            self.orders_app, self.max_order_bytes = inner.app, inner.limits.max_order_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """``POST /v1/orders`` with a Content-Length, one body each way, is measured here with the
@@ -159,10 +164,21 @@ class MetricsMiddleware:
             route = self.routes.get((scope["method"], scope["path"]))
             if route is not None and route.length_in:
                 length = -1
-                for name, value in scope["headers"]:
-                    if name == b"content-length":
-                        length = int(value)
-                        break
+                app = self.orders_app
+                if self.skips is None:
+                    for name, value in scope["headers"]:
+                        if name == b"content-length":
+                            length = int(value)
+                            break
+                else:
+                    headed = False
+                    for name, value in scope["headers"]:
+                        if name == b"content-length":
+                            length = int(value)
+                        elif name == b"traceparent" or name == b"tracestate":
+                            headed = True
+                    if headed or not self.skips():
+                        app = self.traced
                 if 0 <= length <= self.max_order_bytes:
                     started = perf_counter()
                     bound = route.bound
@@ -178,7 +194,7 @@ class MetricsMiddleware:
                         return send(message)
 
                     try:
-                        await self.orders_app(scope, receive, counting_send)
+                        await app(scope, receive, counting_send)
                     except ClientDisconnect:
                         # The client went away while sending the body: nothing to answer.
                         took = perf_counter() - started

@@ -59,6 +59,9 @@ class TracingMiddleware:
     ) -> None:
         self.app = app
         self.starter = starter
+        # Whether a call without trace headers gets no span, asked by the metrics middleware
+        # before it calls this one, which then finds the decision made (spans.Starter.skips).
+        self.skips = starter.skips
         self.kinds = kinds
         self.websocket_kinds = websocket_kinds
 
