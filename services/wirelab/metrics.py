@@ -22,7 +22,6 @@ from prometheus_client.utils import floatToGoString
 from wirelab.contract import CANONICAL_CODES, KINDS_BY_PROTOCOL, PROTOCOLS, SERVER, STREAM_KINDS
 
 if TYPE_CHECKING:
-    from wirelab.contract import Family
     from wirelab.core import PayloadBudget
 
 # The families' names, as the contract spells them.
@@ -173,7 +172,7 @@ class ServerMetrics(Collector):
             bound.apply(started[bound], mine)
 
     def describe(self) -> list[Metric]:
-        return [_family(f) for f in SERVER.values()]
+        return [_FAMILIES[f.type](f.name, f.help, labels=f.labels) for f in SERVER.values()]
 
     def collect(self) -> Iterator[Metric]:
         """The contract's server families in its order, each series as of this collection."""
@@ -181,7 +180,7 @@ class ServerMetrics(Collector):
         with self._lock:
             self._apply()
             # By name: the three family types' add_metric take different values.
-            out: dict[str, Any] = {name: _family(f) for name, f in SERVER.items()}
+            out: dict[str, Any] = {family.name: family for family in self.describe()}
             for b in self._bound.values():
                 labels = [p, b.kind]
                 for (outcome, code), count in b.ended.items():
@@ -198,13 +197,12 @@ class ServerMetrics(Collector):
         yield from out.values()
 
 
-def _family(family: Family) -> Metric:
-    """An empty family of the library's, of ``family``'s type, name, help and labels."""
-    if family.type == "counter":
-        return CounterMetricFamily(family.name, family.help, labels=family.labels)
-    if family.type == "gauge":
-        return GaugeMetricFamily(family.name, family.help, labels=family.labels)
-    return HistogramMetricFamily(family.name, family.help, labels=family.labels)
+# The library's family of each of the contract's types, empty until a collection fills it.
+_FAMILIES: dict[str, Callable[..., Metric]] = {
+    "counter": CounterMetricFamily,
+    "gauge": GaugeMetricFamily,
+    "histogram": HistogramMetricFamily,
+}
 
 
 # One finished call: its kind's counts, outcome, raw code, duration, time to first message (None

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 import grpc
 import grpc.aio
 
-from wirelab.metrics import Call, ServerMetrics
+from wirelab.metrics import ServerMetrics
 from wirelab.rpc.kinds import METHOD_KINDS, UNMEASURED_PREFIXES
 
 # grpc's classes are generic only in the stubs; at runtime they cannot be subscripted.
@@ -107,10 +107,6 @@ class MeasuredMethods(ABC):
         self.metrics = metrics
         self.receipts = receipts  # how Upload's behaviour reads its message
 
-    def starter(self, exemplars: bool) -> Callable[[str, float], Call]:
-        """How a call begins; with ``exemplars``, carrying its trace to its later record."""
-        return self.metrics.start_traced if exemplars else self.metrics.start
-
     @abstractmethod
     def unknown_method(self, *args: Any) -> Any:
         """Behaviour that answers UNIMPLEMENTED (and counts it)."""
@@ -126,10 +122,8 @@ class MeasuredMethods(ABC):
     def lookup(self, service: str, handlers: dict[str, Handler], exemplars: bool) -> _Lookup:
         """The generic handler to register for ``service``'s method ``handlers`` (by name), each
         measured from the moment its call arrives (:meth:`wrap`)."""
-        measured = {}
-        for name, handler in handlers.items():
-            method = f"/{service}/{name}"
-            measured[method] = self.wrap(handler, METHOD_KINDS[method], exemplars)
+        methods = {f"/{service}/{name}": handler for name, handler in handlers.items()}
+        measured = {m: self.wrap(h, METHOD_KINDS[m], exemplars) for m, h in methods.items()}
         return _Lookup(measured, self.arrived)
 
     def register_unknown(self, server: Any) -> None:

@@ -58,7 +58,7 @@ class SyncMeasuredMethods(MeasuredMethods):
         yield b""  # never reached (abort raises); the yield makes this a streaming behaviour
 
     def wrap(self, handler: Handler, kind: str, exemplars: bool) -> Handler:
-        start = self.starter(exemplars)
+        start = self.metrics.start_traced if exemplars else self.metrics.start
         streaming_in = handler.request_streaming
         reads = kind in READS_ITS_MESSAGE
         read = self.receipts.read_sync
