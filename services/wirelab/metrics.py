@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import bisect
 import collections
+import itertools
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -227,6 +228,9 @@ FLUSH_EVERY = 16384
 FLUSH_MASK = FLUSH_EVERY - 1
 
 
+Bucket = tuple[str, float] | tuple[str, float, Exemplar]
+
+
 class Buckets:
     """A histogram's counts: one per upper bound (+Inf last), and the sum of what was observed."""
 
@@ -265,18 +269,13 @@ class Buckets:
                     break
         self.sum += sum(values)
 
-    def buckets(self) -> list[tuple[str, float] | tuple[str, float, Exemplar]]:
+    def buckets(self) -> list[Bucket]:
         """Cumulative counts by ``le``, as HistogramMetricFamily takes them, with each bucket's
         exemplar when it has one."""
-        total = 0
-        out: list[tuple[str, float] | tuple[str, float, Exemplar]] = []
-        for le, count in zip(self.les, self.counts, strict=True):
-            total += count
-            out.append((le, total))
-        if self.exemplars is not None:
-            for index, exemplar in enumerate(self.exemplars):
-                if exemplar is not None:
-                    out[index] = (*out[index][:2], exemplar)
+        out: list[Bucket] = [*zip(self.les, itertools.accumulate(self.counts), strict=True)]
+        for index, exemplar in enumerate(self.exemplars or ()):
+            if exemplar is not None:
+                out[index] = (*out[index][:2], exemplar)
         return out
 
 

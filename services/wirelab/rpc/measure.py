@@ -23,11 +23,8 @@ else:
     GenericHandler = grpc.GenericRpcHandler
 
 
-# The one-message methods (by kind) whose behaviour reads its request message itself, in its turn
-# (receipts.py): Upload's, the one message large enough to be cut off mid-way, refused for its size
-# or to take a burst past the container's memory. The others' are small, and counting theirs would
-# count a metadata refusal as a cancel:
-# docs/services.md#grpc-calls-that-end-before-their-handler-runs
+# The one-message methods (by kind) whose behaviour reads its request message itself (receipts.py),
+# and why only Upload's: docs/services.md#grpc-calls-that-end-before-their-handler-runs
 READS_ITS_MESSAGE = frozenset({"upload"})
 
 
