@@ -39,14 +39,12 @@ BUDGET = "wirelab_server_payload_budget_bytes"
 BUDGET_IN_USE = "wirelab_server_payload_in_flight_bytes"
 
 
+@dataclass(slots=True, eq=False)
 class Sampled:
     """The trace id (32 lowercase hex) of the call running in this context, once a kept span of
     its trace has started there (wirelab.traces.exemplars); None until then."""
 
-    __slots__ = ("trace_id",)
-
-    def __init__(self, trace_id: str | None = None) -> None:
-        self.trace_id = trace_id
+    trace_id: str | None = None
 
 
 # The exemplars' one label, as the Node.js services name it and Grafana's Prometheus datasource
