@@ -114,9 +114,7 @@ def asks_openmetrics(accept: str) -> bool:
 def page(registry: CollectorRegistry | None, openmetrics: bool = False) -> Callable[[], bytes]:
     """The whole /metrics page: ``registry``'s families (TextPage), then the default registry's
     process and Python collectors by the library; with ``openmetrics``, ending in ``# EOF``."""
-    library: Callable[[CollectorRegistry], bytes] = (
-        openmetrics_latest if openmetrics else generate_latest
-    )
+    library = openmetrics_latest if openmetrics else generate_latest
     if registry is None:
         return lambda: library(REGISTRY)
     wirelab = TextPage(registry, openmetrics)

@@ -284,18 +284,17 @@ class KindInstruments:
         self.kind = kind
         self.in_flight = 0
         self.ended: dict[tuple[str, str], int] = {}
-        duration, size = SERVER[DURATION].buckets, SERVER[REQUEST_BYTES].buckets
-        self.duration = Buckets(duration)
-        self.first_message = Buckets(duration) if kind in STREAM_KINDS else None
-        self.request_bytes = Buckets(size)
-        self.response_bytes = Buckets(SERVER[RESPONSE_BYTES].buckets)
-        # In the contract's order, as the collection lists them.
+        # The contract's histograms in its order, as the collection lists them; a time to first
+        # message for stream kinds only.
         self.histograms = {
-            DURATION: self.duration,
-            **({FIRST_MESSAGE: self.first_message} if self.first_message else {}),
-            REQUEST_BYTES: self.request_bytes,
-            RESPONSE_BYTES: self.response_bytes,
+            name: Buckets(family.buckets)
+            for name, family in SERVER.items()
+            if family.type == "histogram" and (name != FIRST_MESSAGE or kind in STREAM_KINDS)
         }
+        self.duration = self.histograms[DURATION]
+        self.first_message = self.histograms.get(FIRST_MESSAGE)
+        self.request_bytes = self.histograms[REQUEST_BYTES]
+        self.response_bytes = self.histograms[RESPONSE_BYTES]
         self.messages_received = 0
         self.messages_sent = 0
         # Starts counted by one thread (the event loop) with a plain ``+= 1``, no call; thread-pool
