@@ -108,7 +108,10 @@ class TextPage:
 def asks_openmetrics(accept: str) -> bool:
     """Whether an Accept header takes OpenMetrics, as prometheus_client's choose_encoder reads it
     (Prometheus 3 asks for it first, then text)."""
-    return choose_encoder(accept)[1].startswith("application/openmetrics-text")
+    try:
+        return choose_encoder(accept)[1].startswith("application/openmetrics-text")
+    except TypeError:  # a version that is not a number, which the library cannot compare
+        return False
 
 
 def page(registry: CollectorRegistry | None, openmetrics: bool = False) -> Callable[[], bytes]:
