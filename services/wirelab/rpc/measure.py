@@ -46,25 +46,19 @@ _MAKERS = {
 
 
 class Capture:
-    """Stands in for a server so a generated ``add_*Servicer_to_server`` hands over its
-    method handlers instead of registering them."""
+    """The handlers a generated ``add_*Servicer_to_server`` would register for ``servicer``:
+    this stands in for the server it is handed."""
 
-    def __init__(self) -> None:
+    def __init__(self, add_to_server: Callable[[Any, Any], None], servicer: Any) -> None:
         self.service = ""
         self.handlers: dict[str, Handler] = {}
+        add_to_server(servicer, self)
 
     def add_generic_rpc_handlers(self, handlers: Any) -> None:
         """The same handlers also arrive through add_registered_method_handlers."""
 
     def add_registered_method_handlers(self, service: str, handlers: dict[str, Handler]) -> None:
         self.service, self.handlers = service, handlers
-
-    @classmethod
-    def of(cls, add_to_server: Callable[[Any, Any], None], servicer: Any) -> Capture:
-        """The handlers ``add_to_server`` would register for ``servicer``."""
-        capture = cls()
-        add_to_server(servicer, capture)
-        return capture
 
 
 class _Lookup(GenericHandler):
