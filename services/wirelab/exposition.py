@@ -7,12 +7,12 @@ import gzip
 import socket
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, ClassVar
 
 from prometheus_client import REGISTRY, CollectorRegistry, generate_latest
-from prometheus_client.exposition import gzip_accepted
+from prometheus_client.exposition import choose_encoder, gzip_accepted
 from prometheus_client.metrics_core import Metric
 from prometheus_client.openmetrics.exposition import generate_latest as openmetrics_latest
 from prometheus_client.samples import Exemplar
@@ -25,6 +25,18 @@ GZIP_LEVEL = 1  # docs/services.md#gzip-at-level-1
 
 def _escape(value: str) -> str:
     return value.replace("\\", r"\\").replace("\n", r"\n").replace('"', r"\"")
+
+
+def _labels(labels: Mapping[str, str]) -> str:
+    """Labels by name, values escaped, as both formats write a sample's and an exemplar's."""
+    return ",".join(f'{name}="{_escape(value)}"' for name, value in sorted(labels.items()))
+
+
+def _exemplar(exemplar: Exemplar) -> str:
+    """An exemplar as OpenMetrics writes it after its sample's value."""
+    value = floatToGoString(exemplar.value)  # type: ignore[no-untyped-call]
+    stamp = "" if exemplar.timestamp is None else f" {exemplar.timestamp}"
+    return f" # {{{_labels(exemplar.labels)}}} {value}{stamp}"
 
 
 # Written here, not by the library: docs/services.md#the-page-written-here-not-by-the-library
@@ -50,7 +62,7 @@ class TextPage:
         self._series: dict[tuple[str, ...], str] = {}
 
     def _head(self, metric: Metric) -> str:
-        if metric.type not in ("counter", "gauge", "histogram"):
+        if metric.type not in self._SUFFIXES:
             raise ValueError(f"{metric.name}: no text for a {metric.type}")
         doc = metric.documentation.replace("\\", r"\\").replace("\n", r"\n")
         name = metric.name
@@ -82,8 +94,7 @@ class TextPage:
                         raise ValueError(
                             f"{sample.name}: not a sample of {metric.type} {metric.name}"
                         )
-                    pairs = sorted(labels.items())
-                    inner = ",".join(f'{name}="{_escape(value)}"' for name, value in pairs)
+                    inner = _labels(labels)
                     prefix = f"{sample.name}{{{inner}}} " if inner else f"{sample.name} "
                     series[key] = prefix
                 add(prefix)
@@ -94,37 +105,23 @@ class TextPage:
         return "".join(out).encode()
 
 
-def _exemplar(exemplar: Exemplar) -> str:
-    """An exemplar as OpenMetrics writes it after its sample's value."""
-    pairs = sorted(exemplar.labels.items())
-    inner = ",".join(f'{name}="{_escape(value)}"' for name, value in pairs)
-    value = floatToGoString(exemplar.value)  # type: ignore[no-untyped-call]
-    stamp = "" if exemplar.timestamp is None else f" {exemplar.timestamp}"
-    return f" # {{{inner}}} {value}{stamp}"
-
-
 def asks_openmetrics(accept: str) -> bool:
-    """Whether an Accept header takes OpenMetrics 1.0.0 (as prometheus_client's choose_encoder
-    reads it: Prometheus 3 asks for it first, then text)."""
-    for media in accept.split(","):
-        kind, *params = (part.strip() for part in media.split(";"))
-        if kind == "application/openmetrics-text":
-            versions = [p.partition("=")[2] for p in params if p.startswith("version=")]
-            if not versions or versions[0] == "1.0.0":
-                return True
-    return False
+    """Whether an Accept header takes OpenMetrics, as prometheus_client's choose_encoder reads it
+    (Prometheus 3 asks for it first, then text)."""
+    try:
+        return choose_encoder(accept)[1].startswith("application/openmetrics-text")
+    except TypeError:  # a version that is not a number, which the library cannot compare
+        return False
 
 
 def page(registry: CollectorRegistry | None, openmetrics: bool = False) -> Callable[[], bytes]:
     """The whole /metrics page: ``registry``'s families (TextPage), then the default registry's
     process and Python collectors by the library; with ``openmetrics``, ending in ``# EOF``."""
-    if openmetrics:
-        wirelab = (lambda: b"") if registry is None else TextPage(registry, openmetrics=True)
-        return lambda: wirelab() + openmetrics_latest(REGISTRY)  # type: ignore[no-untyped-call]
+    library = openmetrics_latest if openmetrics else generate_latest
     if registry is None:
-        return lambda: generate_latest(REGISTRY)
-    text = TextPage(registry)
-    return lambda: text() + generate_latest(REGISTRY)
+        return lambda: library(REGISTRY)
+    wirelab = TextPage(registry, openmetrics)
+    return lambda: wirelab() + library(REGISTRY)
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -174,9 +171,7 @@ class _MetricsServer(ThreadingHTTPServer):
     ) -> None:
         if ":" in address[0]:
             self.address_family = socket.AF_INET6
-        self.page = page
-        self.ready = ready
-        self.openmetrics = openmetrics
+        self.page, self.ready, self.openmetrics = page, ready, openmetrics
         super().__init__(address, _Handler)
 
     def handle_error(self, request: Any, client_address: Any) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import bisect
 import collections
+import itertools
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -22,7 +23,6 @@ from prometheus_client.utils import floatToGoString
 from wirelab.contract import CANONICAL_CODES, KINDS_BY_PROTOCOL, PROTOCOLS, SERVER, STREAM_KINDS
 
 if TYPE_CHECKING:
-    from wirelab.contract import Family
     from wirelab.core import PayloadBudget
 
 # The families' names, as the contract spells them.
@@ -39,14 +39,12 @@ BUDGET = "wirelab_server_payload_budget_bytes"
 BUDGET_IN_USE = "wirelab_server_payload_in_flight_bytes"
 
 
+@dataclass(slots=True, eq=False)
 class Sampled:
     """The trace id (32 lowercase hex) of the call running in this context, once a kept span of
     its trace has started there (wirelab.traces.exemplars); None until then."""
 
-    __slots__ = ("trace_id",)
-
-    def __init__(self, trace_id: str | None = None) -> None:
-        self.trace_id = trace_id
+    trace_id: str | None = None
 
 
 # The exemplars' one label, as the Node.js services name it and Grafana's Prometheus datasource
@@ -173,7 +171,7 @@ class ServerMetrics(Collector):
             bound.apply(started[bound], mine)
 
     def describe(self) -> list[Metric]:
-        return [_family(f) for f in SERVER.values()]
+        return [_FAMILIES[f.type](f.name, f.help, labels=f.labels) for f in SERVER.values()]
 
     def collect(self) -> Iterator[Metric]:
         """The contract's server families in its order, each series as of this collection."""
@@ -181,7 +179,7 @@ class ServerMetrics(Collector):
         with self._lock:
             self._apply()
             # By name: the three family types' add_metric take different values.
-            out: dict[str, Any] = {name: _family(f) for name, f in SERVER.items()}
+            out: dict[str, Any] = {family.name: family for family in self.describe()}
             for b in self._bound.values():
                 labels = [p, b.kind]
                 for (outcome, code), count in b.ended.items():
@@ -198,13 +196,12 @@ class ServerMetrics(Collector):
         yield from out.values()
 
 
-def _family(family: Family) -> Metric:
-    """An empty family of the library's, of ``family``'s type, name, help and labels."""
-    if family.type == "counter":
-        return CounterMetricFamily(family.name, family.help, labels=family.labels)
-    if family.type == "gauge":
-        return GaugeMetricFamily(family.name, family.help, labels=family.labels)
-    return HistogramMetricFamily(family.name, family.help, labels=family.labels)
+# The library's family of each of the contract's types, empty until a collection fills it.
+_FAMILIES: dict[str, Callable[..., Metric]] = {
+    "counter": CounterMetricFamily,
+    "gauge": GaugeMetricFamily,
+    "histogram": HistogramMetricFamily,
+}
 
 
 # One finished call: its kind's counts, outcome, raw code, duration, time to first message (None
@@ -227,6 +224,9 @@ def _take(queue: list[Any]) -> list[Any]:
 # Why this many: docs/services.md#flush-every-16384-starts
 FLUSH_EVERY = 16384
 FLUSH_MASK = FLUSH_EVERY - 1
+
+
+Bucket = tuple[str, float] | tuple[str, float, Exemplar]
 
 
 class Buckets:
@@ -267,18 +267,13 @@ class Buckets:
                     break
         self.sum += sum(values)
 
-    def buckets(self) -> list[tuple[str, float] | tuple[str, float, Exemplar]]:
+    def buckets(self) -> list[Bucket]:
         """Cumulative counts by ``le``, as HistogramMetricFamily takes them, with each bucket's
         exemplar when it has one."""
-        total = 0
-        out: list[tuple[str, float] | tuple[str, float, Exemplar]] = []
-        for le, count in zip(self.les, self.counts, strict=True):
-            total += count
-            out.append((le, total))
-        if self.exemplars is not None:
-            for index, exemplar in enumerate(self.exemplars):
-                if exemplar is not None:
-                    out[index] = (*out[index][:2], exemplar)
+        out: list[Bucket] = [*zip(self.les, itertools.accumulate(self.counts), strict=True)]
+        for index, exemplar in enumerate(self.exemplars or ()):
+            if exemplar is not None:
+                out[index] = (*out[index][:2], exemplar)
         return out
 
 
@@ -289,18 +284,17 @@ class KindInstruments:
         self.kind = kind
         self.in_flight = 0
         self.ended: dict[tuple[str, str], int] = {}
-        duration, size = SERVER[DURATION].buckets, SERVER[REQUEST_BYTES].buckets
-        self.duration = Buckets(duration)
-        self.first_message = Buckets(duration) if kind in STREAM_KINDS else None
-        self.request_bytes = Buckets(size)
-        self.response_bytes = Buckets(SERVER[RESPONSE_BYTES].buckets)
-        # In the contract's order, as the collection lists them.
+        # The contract's histograms in its order, as the collection lists them; a time to first
+        # message for stream kinds only.
         self.histograms = {
-            DURATION: self.duration,
-            **({FIRST_MESSAGE: self.first_message} if self.first_message else {}),
-            REQUEST_BYTES: self.request_bytes,
-            RESPONSE_BYTES: self.response_bytes,
+            name: Buckets(family.buckets)
+            for name, family in SERVER.items()
+            if family.type == "histogram" and (name != FIRST_MESSAGE or kind in STREAM_KINDS)
         }
+        self.duration = self.histograms[DURATION]
+        self.first_message = self.histograms.get(FIRST_MESSAGE)
+        self.request_bytes = self.histograms[REQUEST_BYTES]
+        self.response_bytes = self.histograms[RESPONSE_BYTES]
         self.messages_received = 0
         self.messages_sent = 0
         # Starts counted by one thread (the event loop) with a plain ``+= 1``, no call; thread-pool

@@ -202,6 +202,7 @@ def test_the_endpoint_serves_openmetrics_to_prometheus_only_with_traces_on(trace
         (PROMETHEUS_ACCEPT, True),
         ("application/openmetrics-text", True),
         ("application/openmetrics-text; version=0.0.1", False),
+        ("application/openmetrics-text; version=one", False),
         ("text/plain;version=0.0.4;q=0.25,*/*;q=0.1", False),
         ("", False),
     ],

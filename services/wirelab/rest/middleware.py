@@ -37,17 +37,9 @@ _CLEAN_CLIENT_CLOSE = frozenset({1000, 1001, 1005})
 # What the client's going away is recorded as when it closed no handshake: 1006, "abnormal".
 _DROPPED = 1006
 _BODYLESS = frozenset({"GET", "HEAD"})
-
-
-class _Statuses(dict[int, tuple[str, str]]):
-    """A status as (outcome, code), worked out once: the hot paths make one dict lookup."""
-
-    def __missing__(self, status: int) -> tuple[str, str]:
-        found = self[status] = (http_outcome(status), str(status))
-        return found
-
-
-_STATUS = _Statuses()
+# Every status HTTP allows (h11 takes 100-999) as (outcome, code), worked out once: the hot paths
+# make one lookup in a plain dict.
+_STATUS = {status: (http_outcome(status), str(status)) for status in range(100, 1000)}
 
 
 def _gone(scope: Scope) -> tuple[str, str]:
@@ -79,20 +71,8 @@ class _HttpCall:
     """One HTTP call being measured: wraps send (and receive unless the length is known),
     records once at the last byte."""
 
-    __slots__ = (
-        "_receive",
-        "_send",
-        "bytes_in",
-        "bytes_out",
-        "done",
-        "first",
-        "metrics",
-        "pieces_in",
-        "pieces_out",
-        "route",
-        "started",
-        "status",
-    )
+    __slots__ = ("_receive", "_send", "bytes_in", "bytes_out", "done", "first", "metrics",
+                 "pieces_in", "pieces_out", "route", "started", "status")  # fmt: skip
 
     def __init__(self, metrics: ServerMetrics, route: _Route, receive: Receive, send: Send) -> None:
         self.started = perf_counter()

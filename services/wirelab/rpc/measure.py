@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 import grpc
 import grpc.aio
 
-from wirelab.metrics import Call, ServerMetrics
+from wirelab.metrics import ServerMetrics
 from wirelab.rpc.kinds import METHOD_KINDS, UNMEASURED_PREFIXES
 
 # grpc's classes are generic only in the stubs; at runtime they cannot be subscripted.
@@ -23,11 +23,8 @@ else:
     GenericHandler = grpc.GenericRpcHandler
 
 
-# The one-message methods (by kind) whose behaviour reads its request message itself, in its turn
-# (receipts.py): Upload's, the one message large enough to be cut off mid-way, refused for its size
-# or to take a burst past the container's memory. The others' are small, and counting theirs would
-# count a metadata refusal as a cancel:
-# docs/services.md#grpc-calls-that-end-before-their-handler-runs
+# The one-message methods (by kind) whose behaviour reads its request message itself (receipts.py),
+# and why only Upload's: docs/services.md#grpc-calls-that-end-before-their-handler-runs
 READS_ITS_MESSAGE = frozenset({"upload"})
 
 
@@ -49,25 +46,19 @@ _MAKERS = {
 
 
 class Capture:
-    """Stands in for a server so a generated ``add_*Servicer_to_server`` hands over its
-    method handlers instead of registering them."""
+    """The handlers a generated ``add_*Servicer_to_server`` would register for ``servicer``:
+    this stands in for the server it is handed."""
 
-    def __init__(self) -> None:
+    def __init__(self, add_to_server: Callable[[Any, Any], None], servicer: Any) -> None:
         self.service = ""
         self.handlers: dict[str, Handler] = {}
+        add_to_server(servicer, self)
 
     def add_generic_rpc_handlers(self, handlers: Any) -> None:
         """The same handlers also arrive through add_registered_method_handlers."""
 
     def add_registered_method_handlers(self, service: str, handlers: dict[str, Handler]) -> None:
         self.service, self.handlers = service, handlers
-
-    @classmethod
-    def of(cls, add_to_server: Callable[[Any, Any], None], servicer: Any) -> Capture:
-        """The handlers ``add_to_server`` would register for ``servicer``."""
-        capture = cls()
-        add_to_server(servicer, capture)
-        return capture
 
 
 class _Lookup(GenericHandler):
@@ -107,10 +98,6 @@ class MeasuredMethods(ABC):
         self.metrics = metrics
         self.receipts = receipts  # how Upload's behaviour reads its message
 
-    def starter(self, exemplars: bool) -> Callable[[str, float], Call]:
-        """How a call begins; with ``exemplars``, carrying its trace to its later record."""
-        return self.metrics.start_traced if exemplars else self.metrics.start
-
     @abstractmethod
     def unknown_method(self, *args: Any) -> Any:
         """Behaviour that answers UNIMPLEMENTED (and counts it)."""
@@ -126,10 +113,8 @@ class MeasuredMethods(ABC):
     def lookup(self, service: str, handlers: dict[str, Handler], exemplars: bool) -> _Lookup:
         """The generic handler to register for ``service``'s method ``handlers`` (by name), each
         measured from the moment its call arrives (:meth:`wrap`)."""
-        measured = {}
-        for name, handler in handlers.items():
-            method = f"/{service}/{name}"
-            measured[method] = self.wrap(handler, METHOD_KINDS[method], exemplars)
+        methods = {f"/{service}/{name}": handler for name, handler in handlers.items()}
+        measured = {m: self.wrap(h, METHOD_KINDS[m], exemplars) for m, h in methods.items()}
         return _Lookup(measured, self.arrived)
 
     def register_unknown(self, server: Any) -> None:

@@ -37,16 +37,8 @@ class _OneToOne:
     """One request-response call being measured: the fields of its record, which its done
     callback makes, without the Call and Recorded objects of the streaming shapes."""
 
-    __slots__ = (
-        "bound",
-        "bytes_in",
-        "bytes_out",
-        "code",
-        "enqueue",
-        "outcome",
-        "replied",
-        "started",
-    )
+    __slots__ = ("bound", "bytes_in", "bytes_out", "code", "enqueue", "outcome", "replied",
+                 "started")  # fmt: skip
 
     def __init__(
         self, bound: KindInstruments, enqueue: Callable[[Record], None], started: float, size: int
@@ -133,7 +125,7 @@ class AioMeasuredMethods(MeasuredMethods):
             await context.abort(grpc.StatusCode.UNIMPLEMENTED, "Method not found!")
 
     def wrap(self, handler: Handler, kind: str, exemplars: bool) -> Handler:
-        start = self.starter(exemplars)
+        start = self.metrics.start_traced if exemplars else self.metrics.start
         arrival = _ARRIVED.get
         if handler.unary_unary is not None:
             reads = kind in READS_ITS_MESSAGE

@@ -10,10 +10,9 @@ from typing import Any
 import grpc
 
 from wirelab.contract import OTHER_KIND
-from wirelab.metrics import Call, ServerMetrics
+from wirelab.metrics import Call
 from wirelab.rpc.kinds import Recorded
 from wirelab.rpc.measure import READS_ITS_MESSAGE, Handler, MeasuredMethods, rebuild
-from wirelab.rpc.receipts import Receipts
 
 
 def _counted(requests: Iterator[bytes], call: Call) -> Iterator[bytes]:
@@ -29,7 +28,9 @@ def _recorded(call: Call, context: Any) -> Recorded:
     return recorded
 
 
-_BEHAVIORS = ("unary_unary", "unary_stream", "stream_unary", "stream_stream")
+# (request streamed, response streamed) -> the handler's field that holds its behaviour.
+_FIELDS = {(False, False): "unary_unary", (False, True): "unary_stream",
+           (True, False): "stream_unary", (True, True): "stream_stream"}  # fmt: skip
 
 
 class SyncMeasuredMethods(MeasuredMethods):
@@ -37,18 +38,10 @@ class SyncMeasuredMethods(MeasuredMethods):
     as the call arrives, the behaviour later in a pool thread (after waiting for a free one and
     reading the request), so each call gets its own handler closing over its arrival time."""
 
-    def __init__(self, metrics: ServerMetrics, receipts: Receipts) -> None:
-        super().__init__(metrics, receipts)
-        self._fields: dict[Handler, str] = {}  # measured handler -> its behaviour's field
-
     def arrived(self, handler: Handler) -> Handler:
-        # Runs in grpc's one polling thread for every call: the handler's shape is looked up
-        # once per method, and each call only swaps in its behaviour bound to its arrival.
-        field = self._fields.get(handler)
-        if field is None:
-            field = self._fields[handler] = next(
-                f for f in _BEHAVIORS if getattr(handler, f) is not None
-            )
+        # Runs in grpc's one polling thread for every call: each call only swaps in its
+        # behaviour bound to its arrival.
+        field = _FIELDS[handler.request_streaming, handler.response_streaming]
         bound = functools.partial(getattr(handler, field), time.perf_counter())
         return handler._replace(**{field: bound})  # type: ignore[attr-defined, no-any-return]
 
@@ -58,7 +51,7 @@ class SyncMeasuredMethods(MeasuredMethods):
         yield b""  # never reached (abort raises); the yield makes this a streaming behaviour
 
     def wrap(self, handler: Handler, kind: str, exemplars: bool) -> Handler:
-        start = self.starter(exemplars)
+        start = self.metrics.start_traced if exemplars else self.metrics.start
         streaming_in = handler.request_streaming
         reads = kind in READS_ITS_MESSAGE
         read = self.receipts.read_sync

@@ -59,7 +59,7 @@ def _register(
     cap: int,
     tracing: Tracing | None = None,
 ) -> None:
-    capture = Capture.of(pb_grpc.add_WireLabServicer_to_server, servicer)
+    capture = Capture(pb_grpc.add_WireLabServicer_to_server, servicer)
     handlers = admission.handlers(capture.handlers)
     if measured is None:  # Upload's message read in its turn here, as measured it is there
         handlers = receipts.handlers(handlers)
