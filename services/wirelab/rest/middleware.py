@@ -126,13 +126,10 @@ class MetricsMiddleware:
         self.enqueue = metrics.enqueue
         self.routes = {key: _Route(metrics, key[0], kind) for key, kind in KINDS.items()}
         # An order of known length within the order body limit skips that layer when it is next
-        # (no concurrency cap between), the lean path making its one comparison; others go
-        # through it: docs/services.md#the-order-skips-the-limits-layer
-        # Traces on, the tracing middleware (wirelab.traces.asgi) is next: an order that brought no
-        # trace headers is asked of its sampler here, in the scan for the length, and one that
-        # gets no span skips that layer too: docs/traces.md#what-it-costs
-        self.traced, self.skips = app, getattr(app, "skips", None)
-        inner: ASGIApp = app if self.skips is None else app.app  # type: ignore[attr-defined]
+        # (docs/services.md#the-order-skips-the-limits-layer); traces on, the tracing layer is
+        # next, and skipped too when the order gets no span (wirelab.traces.asgi.order).
+        self.traced_order = getattr(app, "order", None)
+        inner: ASGIApp = getattr(app, "app", app) if self.traced_order else app
         self.orders_app, self.max_order_bytes = inner, sys.maxsize
         if isinstance(inner, OrderBodyLimit):
             self.orders_app, self.max_order_bytes = inner.app, inner.limits.max_order_bytes
@@ -143,22 +140,14 @@ class MetricsMiddleware:
         if scope["type"] == "http":
             route = self.routes.get((scope["method"], scope["path"]))
             if route is not None and route.length_in:
-                length = -1
-                app = self.orders_app
-                if self.skips is None:
+                length, app = -1, self.orders_app
+                if self.traced_order is None:
                     for name, value in scope["headers"]:
                         if name == b"content-length":
                             length = int(value)
                             break
                 else:
-                    headed = False
-                    for name, value in scope["headers"]:
-                        if name == b"content-length":
-                            length = int(value)
-                        elif name == b"traceparent" or name == b"tracestate":
-                            headed = True
-                    if headed or not self.skips():
-                        app = self.traced
+                    length, app = self.traced_order(scope["headers"], app)
                 if 0 <= length <= self.max_order_bytes:
                     started = perf_counter()
                     bound = route.bound
