@@ -283,53 +283,6 @@ def test_a_websocket_session_that_fails_is_an_error(close: bool) -> None:
     assert span.status.status_code == StatusCode.ERROR
 
 
-@pytest.mark.parametrize(("ratio", "calls"), [(0.0, 20), (0.5, 400)])
-def test_the_metrics_middleware_decides_for_an_order_and_a_skipped_one_runs_no_tracing_code(
-    ratio: float, calls: int, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """REST's metrics middleware asks the sampler for an order without trace headers
-    (rest/middleware.py): one it does not keep skips the tracing middleware, whose starter never
-    serves it; one it keeps starts its span on the middleware's draw, so new traces are kept at
-    the ratio, not at its square (0.25 here, if the tracing middleware drew again), each kept
-    order's trace its duration's exemplar. An order that brings a traceparent goes through the
-    tracing middleware whatever the ratio, its caller's decision followed."""
-    config = settings(traces=True, trace_sample_ratio=ratio)
-    traced = Traced(config, "rest", "rest")
-    starter = traced.tracing.starter
-    served: list[str] = []
-
-    def serve(name: str, carrier: Any) -> Any:
-        served.append(name)
-        return Starter.serve(starter, name, carrier)
-
-    monkeypatch.setattr(starter, "serve", serve)
-    registry = CollectorRegistry()
-    metrics = ServerMetrics("rest", registry, "async")
-    metrics.keep_exemplars()
-    order = {"order_id": "o-1", "items": [{"sku": "a", "quantity": 1, "unit_price_cents": 1}]}
-    with TestClient(create_app(config, metrics, traced.tracing)) as client:
-        for _ in range(calls):
-            assert client.post("/v1/orders", json={"order": order}).status_code == 200
-        kept = traced.spans()
-        assert len(kept) == len(served)  # the tracing middleware ran only for the kept orders
-        if ratio == 0:
-            assert kept == []
-        else:
-            assert 150 < len(kept) < 250, len(kept)  # half of 400, give or take 5 sd
-        client.post("/v1/orders", json={"order": order}, headers={"traceparent": PARENT})
-    assert len(served) == len(kept) + 1
-    assert f"{traced.spans()[-1].context.trace_id:032x}" == PARENT.split("-")[1]
-    noted = {
-        sample.exemplar.labels["trace_id"]
-        for metric in registry.collect()
-        if metric.name == "wirelab_server_request_duration_seconds"
-        for sample in metric.samples
-        if sample.exemplar is not None
-    }
-    ids = {f"{span.context.trace_id:032x}" for span in traced.spans() if span.context}
-    assert noted and noted <= ids
-
-
 def test_a_rest_relay_sends_its_callers_unsampled_flag_on() -> None:
     """A relay that keeps every trace it begins follows a caller that sampled none, and so does
     its downstream: no span anywhere (without the relay's context made current, its client

@@ -132,11 +132,10 @@ def create_app(
     app.add_middleware(OrderBodyLimit, limits=settings.limits)
     if settings.rest_max_concurrent_calls:
         app.add_middleware(ConcurrencyLimit, limit=settings.rest_max_concurrent_calls)
-    if tracing is not None:
-        # Outside the limits, so a span covers their refusals as the metrics count them; inside
-        # the metrics middleware, which asks the sampler first for an order (rest/middleware.py).
-        tracing.instrument_app(app)
     if metrics is not None:
         metrics.report_budget(budget)
         app.add_middleware(MetricsMiddleware, metrics=metrics)
+    if tracing is not None:
+        # Outside every middleware above, so a span covers what the metrics measure.
+        tracing.instrument_app(app)
     return app

@@ -126,13 +126,11 @@ class MetricsMiddleware:
         self.enqueue = metrics.enqueue
         self.routes = {key: _Route(metrics, key[0], kind) for key, kind in KINDS.items()}
         # An order of known length within the order body limit skips that layer when it is next
-        # (docs/services.md#the-order-skips-the-limits-layer); traces on, the tracing layer is
-        # next, and skipped too when the order gets no span (wirelab.traces.asgi.order).
-        self.traced_order = getattr(app, "order", None)
-        inner: ASGIApp = getattr(app, "app", app) if self.traced_order else app
-        self.orders_app, self.max_order_bytes = inner, sys.maxsize
-        if isinstance(inner, OrderBodyLimit):
-            self.orders_app, self.max_order_bytes = inner.app, inner.limits.max_order_bytes
+        # (no concurrency cap between), the lean path making its one comparison; others go
+        # through it: docs/services.md#the-order-skips-the-limits-layer
+        self.orders_app, self.max_order_bytes = app, sys.maxsize
+        if isinstance(app, OrderBodyLimit):
+            self.orders_app, self.max_order_bytes = app.app, app.limits.max_order_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """``POST /v1/orders`` with a Content-Length, one body each way, is measured here with the
@@ -140,14 +138,11 @@ class MetricsMiddleware:
         if scope["type"] == "http":
             route = self.routes.get((scope["method"], scope["path"]))
             if route is not None and route.length_in:
-                length, app = -1, self.orders_app
-                if self.traced_order is None:
-                    for name, value in scope["headers"]:
-                        if name == b"content-length":
-                            length = int(value)
-                            break
-                else:
-                    length, app = self.traced_order(scope["headers"], app)
+                length = -1
+                for name, value in scope["headers"]:
+                    if name == b"content-length":
+                        length = int(value)
+                        break
                 if 0 <= length <= self.max_order_bytes:
                     started = perf_counter()
                     bound = route.bound
@@ -163,7 +158,7 @@ class MetricsMiddleware:
                         return send(message)
 
                     try:
-                        await app(scope, receive, counting_send)
+                        await self.orders_app(scope, receive, counting_send)
                     except ClientDisconnect:
                         # The client went away while sending the body: nothing to answer.
                         took = perf_counter() - started

@@ -13,7 +13,7 @@ trace-cost` measures it at each ratio, and the library's).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 
 from opentelemetry import context
 from opentelemetry.trace import Span, StatusCode
@@ -61,23 +61,6 @@ class TracingMiddleware:
         self.starter = starter
         self.kinds = kinds
         self.websocket_kinds = websocket_kinds
-
-    def order(
-        self, headers: Iterable[tuple[bytes, bytes]], untraced: ASGIApp
-    ) -> tuple[int, ASGIApp]:
-        """An order's Content-Length (-1 without one) and the app to call it with, found in one
-        scan of its ``headers`` by the metrics middleware in front of this one (rest/middleware.py):
-        ``untraced``, past this layer, when it brought no trace headers and the sampler gives it
-        no span (spans.Starter.skips); else this middleware, which finds a kept draw waiting.
-        At ratio 0.01 this layer and its own scan cost a saturated service 3.5 points of its calls
-        per CPU-second on a quiet machine (docs/traces.md#what-it-costs)."""
-        length, headed = -1, False
-        for name, value in headers:
-            if name == b"content-length":
-                length = int(value)
-            elif name == b"traceparent" or name == b"tracestate":
-                headed = True
-        return length, self if headed or not self.starter.skips() else untraced
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["path"] in UNTRACED:

@@ -30,8 +30,7 @@ from opentelemetry.trace import NonRecordingSpan, Span, SpanContext, SpanKind, T
 _LOW_64 = (1 << 64) - 1
 _NOT_SAMPLED = TraceFlags(TraceFlags.DEFAULT)
 # The low 64 bits of a new trace the sampler kept before its call's span was started (Starter.
-# skips, in the gRPC lookup or REST's metrics middleware), for Starter.serve in the same task to
-# start it on.
+# skips, in the gRPC lookup), for Starter.serve in the same task to start it on.
 _DRAWN: ContextVar[int | None] = ContextVar("wirelab_drawn", default=None)
 
 
@@ -89,10 +88,9 @@ class Starter:
 
     def skips(self) -> bool:
         """Whether a call that brought no trace headers gets no span at all, decided before its
-        handler is chosen (the gRPC lookup, rpc.measure; a REST order in the metrics middleware,
-        rest/middleware.py), so that it runs no tracing code: a new trace the sampler does not
-        keep, in a service without downstreams. A kept one's draw waits in this task for
-        :meth:`serve` to start its span on."""
+        handler is chosen (the gRPC lookup, rpc.measure), so that it runs no tracing code: a new
+        trace the sampler does not keep, in a service without downstreams. A kept one's draw
+        waits in this task for :meth:`serve` to start its span on."""
         if self.relays:
             return False
         low = getrandbits(64)
