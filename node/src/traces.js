@@ -91,28 +91,26 @@ class Tracing {
     };
   }
 
-  /** A REST call's server span (wirelab/traces/asgi.py): ``{context, end}``, ``context`` for the
-   * call's downstreams, ``end(status, finished)`` to be called as its response closes (null for
-   * an unsampled call); null for an untraced path or a call without a span (serverSpan). The app
-   * calls ``end`` from the one 'close' listener it already has: a second listener on the kept
-   * calls' responses gave them another shape, and V8 deoptimised node's stream code for every
-   * call (`node --trace-deopt`: onceWrapper, listenerCount, emitCloseNT; docs/traces.md). */
-  restServer(req, path, kind) {
+  /** A REST call's server span (wirelab/traces/asgi.py): ended with its response's status when
+   * ``res`` closes; its context for the call's downstreams, or null for an untraced path or a
+   * call without a span (serverSpan). */
+  restServer(req, res, path, kind) {
     if (UNTRACED_PATHS.has(path)) return null;
     const { api, semconv } = this.otel;
     const served = this.serverSpan(`${req.method} ${path}`, req.headers, api.defaultTextMapGetter);
     if (served === null) return null;
     const { span, context } = served;
-    if (!span.isRecording()) return { context, end: null }; // the context only, for the downstreams
+    if (!span.isRecording()) return context; // unsampled: the context only, for the downstreams
     span.setAttributes(this.httpAttributes(req.method, path, req.httpVersion, kind));
-    const end = (status, finished) => {
+    res.once('close', () => {
+      const status = res.statusCode;
       span.setAttribute(semconv.ATTR_HTTP_RESPONSE_STATUS_CODE, status);
       // A response cut off before its end (the client gone, the body timed out) is no error of
       // the server's, as the Python middleware sees no status >= 500 for it either.
-      if (status >= 500 && finished) span.setStatus({ code: api.SpanStatusCode.ERROR });
+      if (status >= 500 && res.writableFinished) span.setStatus({ code: api.SpanStatusCode.ERROR });
       span.end();
-    };
-    return { context, end };
+    });
+    return context;
   }
 
   /** A WebSocket session's server span (wirelab/traces/asgi.py), from its upgrade request to its

@@ -431,8 +431,7 @@ function createRestServer(settings, metrics, relay = null, tracing = null) {
     }
     const kind = KINDS.get(`${req.method} ${url.path}`) || contract.OTHER_KIND;
     const call = startCall(metrics, kind);
-    const served = tracing === null ? null : tracing.restServer(req, url.path, kind);
-    const trace = served === null ? null : served.context;
+    const trace = tracing === null ? null : tracing.restServer(req, res, url.path, kind);
     if (trace !== null) call.traced(tracing.keptTraceId(trace));
     measureResponse(res, call, kind);
     if (!STREAMED_IN.has(kind)) call.received(0, 1);
@@ -482,7 +481,6 @@ function createRestServer(settings, metrics, relay = null, tracing = null) {
       held = 0;
       if (res.writableFinished) call.finish(contract.httpOutcome(res.statusCode), String(res.statusCode));
       else call.finish(bodyTimedOut ? 'timeout' : 'cancelled', bodyTimedOut ? '408' : '499');
-      if (served !== null && served.end !== null) served.end(res.statusCode, res.writableFinished);
     });
     // At most restMaxConcurrentCalls calls at once (rest/concurrency.py): past it 503 at once,
     // with Retry-After, counted; /healthz stays answerable (answered above).
