@@ -71,8 +71,20 @@ class _HttpCall:
     """One HTTP call being measured: wraps send (and receive unless the length is known),
     records once at the last byte."""
 
-    __slots__ = ("_receive", "_send", "bytes_in", "bytes_out", "done", "first", "metrics",
-                 "pieces_in", "pieces_out", "route", "started", "status")  # fmt: skip
+    __slots__ = (
+        "_receive",
+        "_send",
+        "bytes_in",
+        "bytes_out",
+        "done",
+        "first",
+        "metrics",
+        "pieces_in",
+        "pieces_out",
+        "route",
+        "started",
+        "status",
+    )
 
     def __init__(self, metrics: ServerMetrics, route: _Route, receive: Receive, send: Send) -> None:
         self.started = perf_counter()

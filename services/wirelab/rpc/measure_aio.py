@@ -37,8 +37,16 @@ class _OneToOne:
     """One request-response call being measured: the fields of its record, which its done
     callback makes, without the Call and Recorded objects of the streaming shapes."""
 
-    __slots__ = ("bound", "bytes_in", "bytes_out", "code", "enqueue", "outcome", "replied",
-                 "started")  # fmt: skip
+    __slots__ = (
+        "bound",
+        "bytes_in",
+        "bytes_out",
+        "code",
+        "enqueue",
+        "outcome",
+        "replied",
+        "started",
+    )
 
     def __init__(
         self, bound: KindInstruments, enqueue: Callable[[Record], None], started: float, size: int

@@ -29,8 +29,12 @@ def _recorded(call: Call, context: Any) -> Recorded:
 
 
 # (request streamed, response streamed) -> the handler's field that holds its behaviour.
-_FIELDS = {(False, False): "unary_unary", (False, True): "unary_stream",
-           (True, False): "stream_unary", (True, True): "stream_stream"}  # fmt: skip
+_FIELDS = {
+    (False, False): "unary_unary",
+    (False, True): "unary_stream",
+    (True, False): "stream_unary",
+    (True, True): "stream_stream",
+}
 
 
 class SyncMeasuredMethods(MeasuredMethods):
