@@ -12,15 +12,11 @@ import grpc.aio
 from wirelab.metrics import ServerMetrics
 from wirelab.rpc.kinds import METHOD_KINDS, UNMEASURED_PREFIXES
 
-# grpc's classes are generic only in the stubs; at runtime they cannot be subscripted.
 if TYPE_CHECKING:
     from wirelab.rpc.receipts import Receipts
 
-    Handler: TypeAlias = grpc.RpcMethodHandler[Any, Any]
-    GenericHandler: TypeAlias = grpc.GenericRpcHandler
-else:
-    Handler = grpc.RpcMethodHandler
-    GenericHandler = grpc.GenericRpcHandler
+# Quoted: grpc's handler class is generic only in the stubs, at runtime it cannot be subscripted.
+Handler: TypeAlias = "grpc.RpcMethodHandler[Any, Any]"
 
 
 # The one-message methods (by kind) whose behaviour reads its request message itself (receipts.py),
@@ -61,7 +57,7 @@ class Capture:
         self.service, self.handlers = service, handlers
 
 
-class _Lookup(GenericHandler):
+class _Lookup(grpc.GenericRpcHandler):
     """The only way grpc finds a measured method: grpc consults a generic handler as the call
     arrives, before it reads the request message, when the measured duration starts (methods
     registered through add_registered_method_handlers are looked up with no Python hook)."""
@@ -75,7 +71,7 @@ class _Lookup(GenericHandler):
         return None if handler is None else self.arrived(handler)
 
 
-class _Unimplemented(GenericHandler):
+class _Unimplemented(grpc.GenericRpcHandler):
     """Registered last: any method no service knows is answered (and counted) UNIMPLEMENTED."""
 
     def __init__(self, handler: Handler, arrived: Callable[[Handler], Handler]) -> None:
