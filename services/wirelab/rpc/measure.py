@@ -32,12 +32,16 @@ def rebuild(handler: Handler, behavior: Callable[..., Any], streamed: bool = Fal
     return make(behavior, handler.request_deserializer, handler.response_serializer)
 
 
-# (request streamed, response streamed) -> grpc's handler of that shape.
+# (request streamed, response streamed) -> grpc's handler of that shape, and the handler's field
+# that holds its behaviour, which grpc names its constructor after.
 _MAKERS = {
     (False, False): grpc.unary_unary_rpc_method_handler,
     (True, False): grpc.stream_unary_rpc_method_handler,
     (False, True): grpc.unary_stream_rpc_method_handler,
     (True, True): grpc.stream_stream_rpc_method_handler,
+}
+FIELDS = {
+    shape: make.__name__.removesuffix("_rpc_method_handler") for shape, make in _MAKERS.items()
 }
 
 

@@ -12,7 +12,7 @@ import grpc
 from wirelab.contract import OTHER_KIND
 from wirelab.metrics import Call
 from wirelab.rpc.kinds import Recorded
-from wirelab.rpc.measure import READS_ITS_MESSAGE, Handler, MeasuredMethods, rebuild
+from wirelab.rpc.measure import FIELDS, READS_ITS_MESSAGE, Handler, MeasuredMethods, rebuild
 
 
 def _counted(requests: Iterator[bytes], call: Call) -> Iterator[bytes]:
@@ -28,15 +28,6 @@ def _recorded(call: Call, context: Any) -> Recorded:
     return recorded
 
 
-# (request streamed, response streamed) -> the handler's field that holds its behaviour.
-_FIELDS = {
-    (False, False): "unary_unary",
-    (False, True): "unary_stream",
-    (True, False): "stream_unary",
-    (True, True): "stream_stream",
-}
-
-
 class SyncMeasuredMethods(MeasuredMethods):
     """Behaviours take the call's arrival time first. The lookup runs in grpc's polling thread
     as the call arrives, the behaviour later in a pool thread (after waiting for a free one and
@@ -45,7 +36,7 @@ class SyncMeasuredMethods(MeasuredMethods):
     def arrived(self, handler: Handler) -> Handler:
         # Runs in grpc's one polling thread for every call: each call only swaps in its
         # behaviour bound to its arrival.
-        field = _FIELDS[handler.request_streaming, handler.response_streaming]
+        field = FIELDS[handler.request_streaming, handler.response_streaming]
         bound = functools.partial(getattr(handler, field), time.perf_counter())
         return handler._replace(**{field: bound})  # type: ignore[attr-defined, no-any-return]
 
