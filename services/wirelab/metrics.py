@@ -25,18 +25,7 @@ from wirelab.contract import CANONICAL_CODES, KINDS_BY_PROTOCOL, PROTOCOLS, SERV
 if TYPE_CHECKING:
     from wirelab.core import PayloadBudget
 
-# The families' names, as the contract spells them.
-REQUESTS = "wirelab_server_requests"
-DURATION = "wirelab_server_request_duration_seconds"
 FIRST_MESSAGE = "wirelab_server_time_to_first_message_seconds"
-REQUEST_BYTES = "wirelab_server_request_bytes"
-RESPONSE_BYTES = "wirelab_server_response_bytes"
-MESSAGES_RECEIVED = "wirelab_server_messages_received"
-MESSAGES_SENT = "wirelab_server_messages_sent"
-IN_FLIGHT = "wirelab_server_requests_in_flight"
-INFO = "wirelab_server_info"
-BUDGET = "wirelab_server_payload_budget_bytes"
-BUDGET_IN_USE = "wirelab_server_payload_in_flight_bytes"
 
 
 @dataclass(slots=True, eq=False)
@@ -183,16 +172,20 @@ class ServerMetrics(Collector):
             for b in self._bound.values():
                 labels = [p, b.kind]
                 for (outcome, code), count in b.ended.items():
-                    out[REQUESTS].add_metric([*labels, outcome, code], count)
+                    out["wirelab_server_requests"].add_metric([*labels, outcome, code], count)
                 for name, histogram in b.histograms.items():
                     out[name].add_metric(labels, histogram.buckets(), histogram.sum)
-                out[MESSAGES_RECEIVED].add_metric(labels, b.messages_received)
-                out[MESSAGES_SENT].add_metric(labels, b.messages_sent)
-                out[IN_FLIGHT].add_metric(labels, b.in_flight)
-            out[INFO].add_metric([p, *self._info], 1)
+                out["wirelab_server_messages_received"].add_metric(labels, b.messages_received)
+                out["wirelab_server_messages_sent"].add_metric(labels, b.messages_sent)
+                out["wirelab_server_requests_in_flight"].add_metric(labels, b.in_flight)
+            out["wirelab_server_info"].add_metric([p, *self._info], 1)
             budget = self._budget
-            out[BUDGET].add_metric([p], 0 if budget is None else budget.capacity)
-            out[BUDGET_IN_USE].add_metric([p], 0 if budget is None else budget.in_use)
+            out["wirelab_server_payload_budget_bytes"].add_metric(
+                [p], 0 if budget is None else budget.capacity
+            )
+            out["wirelab_server_payload_in_flight_bytes"].add_metric(
+                [p], 0 if budget is None else budget.in_use
+            )
         yield from out.values()
 
 
@@ -291,10 +284,10 @@ class KindInstruments:
             for name, family in SERVER.items()
             if family.type == "histogram" and (name != FIRST_MESSAGE or kind in STREAM_KINDS)
         }
-        self.duration = self.histograms[DURATION]
+        self.duration = self.histograms["wirelab_server_request_duration_seconds"]
         self.first_message = self.histograms.get(FIRST_MESSAGE)
-        self.request_bytes = self.histograms[REQUEST_BYTES]
-        self.response_bytes = self.histograms[RESPONSE_BYTES]
+        self.request_bytes = self.histograms["wirelab_server_request_bytes"]
+        self.response_bytes = self.histograms["wirelab_server_response_bytes"]
         self.messages_received = 0
         self.messages_sent = 0
         # Starts counted by one thread (the event loop) with a plain ``+= 1``, no call; thread-pool
