@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, get_args
+from typing import Any, get_args
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
@@ -21,9 +21,7 @@ from prometheus_client.samples import Exemplar
 from prometheus_client.utils import floatToGoString
 
 from wirelab.contract import CANONICAL_CODES, KINDS_BY_PROTOCOL, PROTOCOLS, SERVER, STREAM_KINDS
-
-if TYPE_CHECKING:
-    from wirelab.core import PayloadBudget
+from wirelab.core import PayloadBudget
 
 FIRST_MESSAGE = "wirelab_server_time_to_first_message_seconds"
 
@@ -69,7 +67,7 @@ class ServerMetrics(Collector):
         self.enqueue: Callable[[Record], None] = self._queue.extend
         self._lock = threading.Lock()
         self._info = (concurrency, fanout, client)
-        self._budget: PayloadBudget | None = None  # 0 capacity until report_budget: admission off
+        self.budget = PayloadBudget(0)  # the service sets its own; read at each collection
         self._bound: dict[str, KindInstruments] = {}
         self.exemplars = False
         # Zero series of the contract's kinds and canonical outcomes: 0 on panels, not "no data".
@@ -93,10 +91,6 @@ class ServerMetrics(Collector):
                 record[0].duration.note(record[3], sampled.trace_id)
 
         self.enqueue = enqueue
-
-    def report_budget(self, budget: PayloadBudget) -> None:
-        """Export ``budget``'s capacity and the bytes it has admitted, read at each collection."""
-        self._budget = budget
 
     def bound(self, kind: str) -> KindInstruments:
         """The counts of ``kind`` (made once, then a dict lookup)."""
@@ -179,13 +173,8 @@ class ServerMetrics(Collector):
                 out["wirelab_server_messages_sent"].add_metric(labels, b.messages_sent)
                 out["wirelab_server_requests_in_flight"].add_metric(labels, b.in_flight)
             out["wirelab_server_info"].add_metric([p, *self._info], 1)
-            budget = self._budget
-            out["wirelab_server_payload_budget_bytes"].add_metric(
-                [p], 0 if budget is None else budget.capacity
-            )
-            out["wirelab_server_payload_in_flight_bytes"].add_metric(
-                [p], 0 if budget is None else budget.in_use
-            )
+            out["wirelab_server_payload_budget_bytes"].add_metric([p], self.budget.capacity)
+            out["wirelab_server_payload_in_flight_bytes"].add_metric([p], self.budget.in_use)
         yield from out.values()
 
 

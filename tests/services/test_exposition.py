@@ -53,7 +53,7 @@ def _exercised(protocol: str) -> tuple[ServerMetrics, CollectorRegistry]:
     long_call.finish("server_error", "500" if protocol == "rest" else "INTERNAL")
     open_calls[0].sent(1)
     budget = PayloadBudget(1000)
-    m.report_budget(budget)
+    m.budget = budget
     budget.acquire(300)
     return m, registry
 

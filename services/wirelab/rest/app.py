@@ -133,7 +133,7 @@ def create_app(
     if settings.rest_max_concurrent_calls:
         app.add_middleware(ConcurrencyLimit, limit=settings.rest_max_concurrent_calls)
     if metrics is not None:
-        metrics.report_budget(budget)
+        metrics.budget = budget
         app.add_middleware(MetricsMiddleware, metrics=metrics)
     if tracing is not None:
         # Outside every middleware above, so a span covers what the metrics measure.

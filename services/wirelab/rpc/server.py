@@ -98,7 +98,7 @@ def _budget(settings: Settings, metrics: ServerMetrics | None) -> PayloadBudget:
     """One payload budget per server, shown on /metrics."""
     budget = PayloadBudget(settings.limits.payload_budget_bytes)
     if metrics is not None:
-        metrics.report_budget(budget)
+        metrics.budget = budget
     return budget
 
 
