@@ -10,7 +10,7 @@ from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from wirelab.contract import OTHER_KIND, STREAM_KINDS, http_outcome
-from wirelab.metrics import FLUSH_MASK, Call, ServerMetrics
+from wirelab.metrics import FLUSH_MASK, ServerMetrics
 from wirelab.rest.orderlimit import OrderBodyLimit
 from wirelab.rest.protocol import BODY_TIMED_OUT
 
@@ -28,17 +28,12 @@ KINDS = {
 }
 WEBSOCKET_KINDS = {"/v1/pingpong": "bidi"}
 UNMEASURED = frozenset({"/healthz", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"})
-# Kinds whose body is a stream of messages (each ASGI body message counts as one).
-STREAMED_IN = frozenset({"upload_chunked"})
-STREAMED_OUT = frozenset({"server_stream", "download_chunked"})
 # Close codes the server sends for bad ping frames, as the HTTP status they stand for.
 _CLOSE_STATUS = {1000: 101, 1007: 400, 1008: 400, 1009: 413}
 _CLEAN_CLIENT_CLOSE = frozenset({1000, 1001, 1005})
 # What the client's going away is recorded as when it closed no handshake: 1006, "abnormal".
 _DROPPED = 1006
-_BODYLESS = frozenset({"GET", "HEAD"})
-# Every status HTTP allows (h11 takes 100-999) as (outcome, code), worked out once: the hot paths
-# make one lookup in a plain dict.
+# Every status h11 allows (100-999) as (outcome, code): one plain dict lookup on the hot paths.
 _STATUS = {status: (http_outcome(status), str(status)) for status in range(100, 1000)}
 
 
@@ -55,15 +50,15 @@ class _Route:
 
     def __init__(self, metrics: ServerMetrics, method: str, kind: str) -> None:
         self.bound = metrics.bound(kind)
-        # A streamed body counts its pieces as messages (None here); a plain one is one message.
-        self.messages_in = None if kind in STREAMED_IN else 1
-        self.messages_out = None if kind in STREAMED_OUT else 1
+        # A streamed body counts each ASGI body message (None here); a plain one is one message.
+        self.messages_in = None if kind == "upload_chunked" else 1
+        self.messages_out = None if kind in ("server_stream", "download_chunked") else 1
         # Time to first message is a stream measurement; other kinds skip the clock read.
         self.first = kind in STREAM_KINDS
         # With a Content-Length, POST /v1/orders's body is exactly that many bytes (FastAPI reads
         # it whole before answering): receive needs no wrapper. GET and HEAD carry no body.
         self.length_in = kind == "unary"
-        self.wrap_receive = method not in _BODYLESS
+        self.wrap_receive = method not in ("GET", "HEAD")
 
 
 # A slotted object, not closures per request: docs/services.md#a-slotted-call-object
@@ -138,8 +133,7 @@ class MetricsMiddleware:
         self.enqueue = metrics.enqueue
         self.routes = {key: _Route(metrics, key[0], kind) for key, kind in KINDS.items()}
         # An order of known length within the order body limit skips that layer when it is next
-        # (no concurrency cap between), the lean path making its one comparison; others go
-        # through it: docs/services.md#the-order-skips-the-limits-layer
+        # (no concurrency cap between): docs/services.md#the-order-skips-the-limits-layer
         self.orders_app, self.max_order_bytes = app, sys.maxsize
         if isinstance(app, OrderBodyLimit):
             self.orders_app, self.max_order_bytes = app.app, app.limits.max_order_bytes
@@ -196,8 +190,7 @@ class MetricsMiddleware:
     async def _measure(self, scope: Scope, receive: Receive, send: Send) -> None:
         scope_type = scope["type"]
         if scope_type == "websocket":
-            kind = WEBSOCKET_KINDS.get(scope["path"], OTHER_KIND)
-            await self._websocket(self.metrics.start(kind), scope, receive, send)
+            await self._websocket(scope, receive, send)
             return
         if scope_type != "http" or scope["path"] in UNMEASURED:
             await self.app(scope, receive, send)
@@ -223,7 +216,8 @@ class MetricsMiddleware:
             # The response never completed: the client went away mid-response.
             call.finish("cancelled", "499")
 
-    async def _websocket(self, call: Call, scope: Scope, receive: Receive, send: Send) -> None:
+    async def _websocket(self, scope: Scope, receive: Receive, send: Send) -> None:
+        call = self.metrics.start(WEBSOCKET_KINDS.get(scope["path"], OTHER_KIND))
         status = 403  # closed before the handshake was accepted
         client_code = 0
 
