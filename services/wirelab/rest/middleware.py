@@ -43,6 +43,14 @@ def _gone(scope: Scope) -> tuple[str, str]:
     return ("timeout", "408") if scope.get(BODY_TIMED_OUT) else ("cancelled", "499")
 
 
+def _frame_bytes(message: Message) -> int:
+    """A WebSocket frame's payload bytes: a text frame's as UTF-8."""
+    text = message.get("text")
+    if text is None:
+        return len(message.get("bytes") or b"")
+    return len(text) if text.isascii() else len(text.encode())
+
+
 class _Route:
     """One (method, path) resolved once: its instruments and how its bodies are counted."""
 
@@ -225,11 +233,7 @@ class MetricsMiddleware:
             nonlocal client_code
             message = await receive()
             if message["type"] == "websocket.receive":
-                text = message.get("text")
-                if text is not None:
-                    call.received(len(text) if text.isascii() else len(text.encode()))
-                else:
-                    call.received(len(message.get("bytes") or b""))
+                call.received(_frame_bytes(message))
             elif message["type"] == "websocket.disconnect":
                 client_code = message.get("code", 1005)
                 # uvicorn reports a lost connection as 1005 too ("no status"), the code of a
@@ -247,11 +251,7 @@ class MetricsMiddleware:
                 raise
             mtype = message["type"]
             if mtype == "websocket.send":
-                text = message.get("text")
-                if text is not None:
-                    call.sent(len(text) if text.isascii() else len(text.encode()))
-                else:
-                    call.sent(len(message.get("bytes") or b""))
+                call.sent(_frame_bytes(message))
             elif mtype == "websocket.accept":
                 status = 101
             elif mtype == "websocket.close" and status == 101:
