@@ -5,13 +5,14 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextvars import ContextVar
+from dataclasses import dataclass, field
 from typing import Any, cast
 
 import grpc
 import grpc.aio
 
 from wirelab.contract import OTHER_KIND
-from wirelab.metrics import FLUSH_MASK, Call, KindInstruments, Record, carried, opened
+from wirelab.metrics import FLUSH_MASK, Call, KindInstruments, Record, Sampled, carried, opened
 from wirelab.rpc.kinds import Recorded, abandoned, error_outcome, ok_outcome
 from wirelab.rpc.measure import READS_ITS_MESSAGE, Handler, MeasuredMethods, rebuild
 
@@ -33,33 +34,21 @@ def _recorded(call: Call, context: Any) -> Recorded:
     return recorded
 
 
+@dataclass(slots=True, eq=False)
 class _OneToOne:
     """One request-response call being measured: the fields of its record, which its done
     callback makes, without the Call and Recorded objects of the streaming shapes."""
 
-    __slots__ = (
-        "bound",
-        "bytes_in",
-        "bytes_out",
-        "code",
-        "enqueue",
-        "outcome",
-        "replied",
-        "started",
-    )
-
-    def __init__(
-        self, bound: KindInstruments, enqueue: Callable[[Record], None], started: float, size: int
-    ) -> None:
-        self.bound = bound
-        self.enqueue = enqueue
-        self.started = started
-        self.bytes_in = size
-        self.bytes_out = self.replied = 0
-        # As with Recorded: until the behaviour has returned or raised, a call that ends was
-        # abandoned (kinds.abandoned).
-        self.outcome: str | None = None
-        self.code = ""
+    bound: KindInstruments
+    enqueue: Callable[[Record], None]
+    started: float
+    bytes_in: int = 0
+    bytes_out: int = 0
+    replied: int = 0
+    # As with Recorded: until the behaviour has returned or raised, a call that ends was
+    # abandoned (kinds.abandoned).
+    outcome: str | None = None
+    code: str = ""
 
     def done(self, context: Any) -> None:
         """The RPC's done callback: after grpc has sent the reply and the status."""
@@ -72,20 +61,15 @@ class _OneToOne:
         )  # fmt: skip
 
 
+@dataclass(slots=True, eq=False)
 class _TracedOneToOne(_OneToOne):
     """A _OneToOne of a traced service (exemplars kept): as metrics.TracedCall, it opens the
     Sampled a kept span of its trace fills and carries it to the done callback's record."""
 
-    __slots__ = ("sampled",)
-
-    def __init__(
-        self, bound: KindInstruments, enqueue: Callable[[Record], None], started: float, size: int
-    ) -> None:
-        super().__init__(bound, enqueue, started, size)
-        self.sampled = opened()
+    sampled: Sampled = field(default_factory=opened)
 
     def done(self, context: Any) -> None:
-        carried(self.sampled, super().done, context)
+        carried(self.sampled, _OneToOne.done, self, context)
 
 
 class AioMeasuredMethods(MeasuredMethods):
@@ -110,7 +94,7 @@ class AioMeasuredMethods(MeasuredMethods):
             arrived = bound.arrived = bound.arrived + 1
             if not arrived & FLUSH_MASK:  # bounds the queue between scrapes
                 metrics.flush()
-            call = measured(bound, enqueue, arrival(), 0)
+            call = measured(bound, enqueue, arrival())
             context.add_done_callback(call.done)
             try:
                 # The raw message: intake.py decodes it inside ``unary``.
