@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Awaitable
+from dataclasses import dataclass, field
 from time import perf_counter
 
 from starlette.requests import ClientDisconnect
@@ -70,35 +71,23 @@ class _Route:
 
 
 # A slotted object, not closures per request: docs/services.md#a-slotted-call-object
+@dataclass(slots=True, eq=False)
 class _HttpCall:
-    """One HTTP call being measured: wraps send (and receive unless the length is known),
-    records once at the last byte."""
+    """One HTTP call being measured, timed from its making: wraps send (and receive, for a
+    method with a body), records once at the last byte."""
 
-    __slots__ = (
-        "_receive",
-        "_send",
-        "bytes_in",
-        "bytes_out",
-        "done",
-        "first",
-        "metrics",
-        "pieces_in",
-        "pieces_out",
-        "route",
-        "started",
-        "status",
-    )
-
-    def __init__(self, metrics: ServerMetrics, route: _Route, receive: Receive, send: Send) -> None:
-        self.started = perf_counter()
-        self.metrics = metrics
-        self.route = route
-        metrics.enter(route.bound)
-        self._receive = receive
-        self._send = send
-        self.status = self.bytes_in = self.bytes_out = self.pieces_in = self.pieces_out = 0
-        self.first: float | None = None
-        self.done = False
+    metrics: ServerMetrics
+    route: _Route
+    _receive: Receive
+    _send: Send
+    started: float = field(default_factory=perf_counter)
+    status: int = 0
+    bytes_in: int = 0
+    bytes_out: int = 0
+    pieces_in: int = 0
+    pieces_out: int = 0
+    first: float | None = None
+    done: bool = False
 
     def finish(self, outcome: str, code: str) -> None:
         self.done = True
@@ -203,9 +192,10 @@ class MetricsMiddleware:
         if scope_type != "http" or scope["path"] in UNMEASURED:
             await self.app(scope, receive, send)
             return
-        method, path = scope["method"], scope["path"]
-        route = self.routes.get((method, path)) or _Route(self.metrics, method, OTHER_KIND)
-        call = _HttpCall(self.metrics, route, receive, send)
+        method, path, metrics = scope["method"], scope["path"], self.metrics
+        route = self.routes.get((method, path)) or _Route(metrics, method, OTHER_KIND)
+        call = _HttpCall(metrics, route, receive, send)
+        metrics.enter(route.bound)
         if route.wrap_receive:
             receive = call.receive
         try:
