@@ -77,52 +77,45 @@ class AioMeasuredMethods(MeasuredMethods):
         _ARRIVED.set(time.perf_counter())
         return handler
 
-    def _one_to_one(
-        self, unary: Callable[[Any, Any], Awaitable[Any]], kind: str, reads: bool, exemplars: bool
-    ) -> Callable[[Any, Any], Awaitable[Any]]:
-        """The measured behaviour of ``ProcessOrder`` and the one-message ``Upload`` and
-        ``Download``: what the general path records, with fewer Python calls per call
-        (docs/services.md#lean-paths); with ``reads``, it reads the one message itself."""
-        metrics = self.metrics
-        bound = metrics.bound(kind)
-        enqueue = metrics.enqueue
-        arrival = _ARRIVED.get
-        read = self.receipts.read
-        measured = _TracedOneToOne if exemplars else _OneToOne
-
-        async def one_reply(request: Any, context: Any) -> Any:
-            arrived = bound.arrived = bound.arrived + 1
-            if not arrived & FLUSH_MASK:  # bounds the queue between scrapes
-                metrics.flush()
-            call = measured(bound, enqueue, arrival())
-            context.add_done_callback(call.done)
-            try:
-                # The raw message: intake.py decodes it inside ``unary``.
-                if reads:
-                    request = await read(context)
-                call.bytes_in = len(request)
-                reply = await unary(request, context)
-            except BaseException as exc:
-                call.outcome, call.code = error_outcome(context, exc)
-                raise
-            call.outcome, call.code = ok_outcome(context)
-            call.bytes_out = reply.ByteSize()
-            call.replied = 1
-            return reply
-
-        return one_reply
-
     async def unknown_method(self, requests: Any, context: Any) -> None:
         with _recorded(self.metrics.start(OTHER_KIND, _ARRIVED.get()), context):
             await context.abort(grpc.StatusCode.UNIMPLEMENTED, "Method not found!")
 
     def wrap(self, handler: Handler, kind: str, exemplars: bool) -> Handler:
-        start = self.metrics.start_traced if exemplars else self.metrics.start
+        metrics = self.metrics
+        start = metrics.start_traced if exemplars else metrics.start
         arrival = _ARRIVED.get
-        if handler.unary_unary is not None:
-            reads = kind in READS_ITS_MESSAGE
-            behavior = self._one_to_one(handler.unary_unary, kind, reads, exemplars)
-            return rebuild(handler, behavior, streamed=reads)
+        one = handler.unary_unary
+        if one is not None:
+            # ProcessOrder and the one-message Upload and Download record what the general path
+            # does with fewer Python calls per call: docs/services.md#lean-paths.
+            bound = metrics.bound(kind)
+            enqueue = metrics.enqueue
+            reads = kind in READS_ITS_MESSAGE  # then it reads the one message itself
+            read = self.receipts.read
+            measured = _TracedOneToOne if exemplars else _OneToOne
+
+            async def one_message(request: Any, context: Any) -> Any:
+                arrived = bound.arrived = bound.arrived + 1
+                if not arrived & FLUSH_MASK:  # bounds the queue between scrapes
+                    metrics.flush()
+                call = measured(bound, enqueue, arrival())
+                context.add_done_callback(call.done)
+                try:
+                    # The raw message: intake.py decodes it inside ``one``.
+                    if reads:
+                        request = await read(context)
+                    call.bytes_in = len(request)
+                    reply = await one(request, context)
+                except BaseException as exc:
+                    call.outcome, call.code = error_outcome(context, exc)
+                    raise
+                call.outcome, call.code = ok_outcome(context)
+                call.bytes_out = reply.ByteSize()
+                call.replied = 1
+                return reply
+
+            return rebuild(handler, one_message, streamed=reads)
         if not handler.response_streaming:  # one reply to a request stream (UploadStream)
             unary = cast(Callable[[Any, Any], Awaitable[Any]], handler.stream_unary)
 
