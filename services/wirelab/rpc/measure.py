@@ -7,7 +7,6 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 import grpc
-import grpc.aio
 
 from wirelab.metrics import ServerMetrics
 from wirelab.rpc.kinds import METHOD_KINDS, UNMEASURED_PREFIXES

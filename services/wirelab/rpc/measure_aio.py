@@ -9,7 +9,6 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 import grpc
-import grpc.aio
 
 from wirelab.contract import OTHER_KIND
 from wirelab.metrics import FLUSH_MASK, Call, KindInstruments, Record, Sampled, carried, opened
