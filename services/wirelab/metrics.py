@@ -112,15 +112,12 @@ class ServerMetrics(Collector):
         """Begin one call of ``kind``, timed from ``started`` (a ``time.perf_counter()`` taken
         when the call arrived) or from now; finish it with :meth:`Call.finish`."""
         return Call(
-            self,
-            kind,
-            time.perf_counter() if started is None else started,
-            self.enter(self.bound(kind)),
+            self, time.perf_counter() if started is None else started, self.enter(self.bound(kind))
         )
 
     def start_traced(self, kind: str, started: float) -> Call:
         """:meth:`start` for a call that grpc records outside its context, exemplars kept."""
-        return TracedCall(self, kind, started, self.enter(self.bound(kind)))
+        return TracedCall(self, started, self.enter(self.bound(kind)))
 
     def flush(self) -> None:
         """Apply the queued starts and finished calls: at every collection (so a scrape sees every
@@ -316,7 +313,6 @@ class Call:
     """One call being measured: counts bytes and messages, then records its outcome once."""
 
     metrics: ServerMetrics
-    kind: str
     started: float
     bound: KindInstruments
     bytes_in: int = 0
