@@ -9,7 +9,7 @@ import itertools
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextvars import ContextVar
+from contextvars import Context, ContextVar, copy_context
 from dataclasses import dataclass, field
 from typing import Any, get_args
 
@@ -344,30 +344,20 @@ class Call:
         )  # fmt: skip
 
 
-def opened() -> Sampled:
-    """A new Sampled, current in this context: a call whose record is made elsewhere takes it
-    along (TracedCall, rpc.measure_aio)."""
-    sampled = Sampled()
-    SAMPLED.set(sampled)
-    return sampled
-
-
-def carried(sampled: Sampled, record: Callable[..., None], *args: Any) -> None:
-    """``record(*args)`` with ``sampled`` current, wherever it runs (grpc's done callbacks run
-    outside the call's context)."""
-    token = SAMPLED.set(sampled)
-    try:
-        record(*args)
-    finally:
-        SAMPLED.reset(token)
+def opened() -> Context:
+    """A new Sampled made current in this context, and a copy of the context that holds it: a
+    call whose record is made elsewhere (grpc's done callbacks run outside the call's context)
+    makes it in the copy (TracedCall, rpc.measure_aio)."""
+    SAMPLED.set(Sampled())
+    return copy_context()
 
 
 @dataclass(slots=True)
 class TracedCall(Call):
     """A Call of a traced service (ServerMetrics.keep_exemplars): it opens the Sampled a kept
-    span of its trace fills and carries it to its record."""
+    span of its trace fills and makes its record in the context that holds it."""
 
-    sampled: Sampled = field(default_factory=opened)
+    record_in: Context = field(default_factory=opened)
 
     def finish(self, outcome: str, code: str) -> None:
-        carried(self.sampled, Call.finish, self, outcome, code)
+        self.record_in.run(Call.finish, self, outcome, code)

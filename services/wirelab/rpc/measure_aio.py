@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextvars import ContextVar
+from contextvars import Context, ContextVar
 from dataclasses import dataclass, field
 from typing import Any, cast
 
 import grpc
 
 from wirelab.contract import OTHER_KIND
-from wirelab.metrics import FLUSH_MASK, Call, KindInstruments, Record, Sampled, carried, opened
+from wirelab.metrics import FLUSH_MASK, Call, KindInstruments, Record, opened
 from wirelab.rpc.kinds import Recorded, abandoned, error_outcome, ok_outcome
 from wirelab.rpc.measure import READS_ITS_MESSAGE, Handler, MeasuredMethods, rebuild
 
@@ -63,12 +63,12 @@ class _OneToOne:
 @dataclass(slots=True, eq=False)
 class _TracedOneToOne(_OneToOne):
     """A _OneToOne of a traced service (exemplars kept): as metrics.TracedCall, it opens the
-    Sampled a kept span of its trace fills and carries it to the done callback's record."""
+    Sampled a kept span of its trace fills and makes its record in the context that holds it."""
 
-    sampled: Sampled = field(default_factory=opened)
+    record_in: Context = field(default_factory=opened)
 
     def done(self, context: Any) -> None:
-        carried(self.sampled, _OneToOne.done, self, context)
+        self.record_in.run(_OneToOne.done, self, context)
 
 
 class AioMeasuredMethods(MeasuredMethods):
