@@ -34,8 +34,9 @@ _CLOSE_STATUS = {1000: 101, 1007: 400, 1008: 400, 1009: 413}
 _CLEAN_CLIENT_CLOSE = frozenset({1000, 1001, 1005})
 # What the client's going away is recorded as when it closed no handshake: 1006, "abnormal".
 _DROPPED = 1006
-# Every status h11 allows (100-999) as (outcome, code): one plain dict lookup on the hot paths.
-_STATUS = {status: (http_outcome(status), str(status)) for status in range(100, 1000)}
+# Every status h11 allows (100-999) as (outcome, code), and 0 for none sent (the app returned
+# without answering: the client went away): one plain dict lookup on the hot paths.
+_STATUS = {0: ("cancelled", "499"), **{s: (http_outcome(s), str(s)) for s in range(100, 1000)}}
 
 
 def _gone(scope: Scope) -> tuple[str, str]:
@@ -174,10 +175,7 @@ class MetricsMiddleware:
                         self.enqueue(record)
                         raise
                     took = perf_counter() - started
-                    if status:
-                        outcome, code = _STATUS[status]
-                    else:  # returned without answering: the client went away
-                        outcome, code = "cancelled", "499"
+                    outcome, code = _STATUS[status]
                     self.enqueue((bound, outcome, code, took, None, length, sent, 1, sent and 1))
                     if not arrived & FLUSH_MASK:  # bounds the queue between scrapes
                         self.metrics.flush()
