@@ -1,5 +1,4 @@
-"""The metric contract's server families for both transports: plain counts behind one collector,
-and the queue that batches finished calls into them."""
+"""The contract's server families for both transports: counts applied from a queue of calls."""
 
 from __future__ import annotations
 
@@ -198,9 +197,8 @@ def _take(queue: list[Any]) -> list[Any]:
     return taken
 
 
-# Queued calls are applied at every scrape and at the latest after this many starts, which bounds
-# the queue (about 2 MB); a power of two, so a counted start can test it with a mask.
-# Why this many: docs/services.md#flush-every-16384-starts
+# Queued calls are applied at every scrape and after this many starts at the latest (a queue of
+# about 2 MB), a power of two to test with a mask: docs/services.md#flush-every-16384-starts
 FLUSH_EVERY = 16384
 FLUSH_MASK = FLUSH_EVERY - 1
 
@@ -276,9 +274,8 @@ class KindInstruments:
         self.response_bytes = self.histograms["wirelab_server_response_bytes"]
         self.messages_received = 0
         self.messages_sent = 0
-        # Starts counted by one thread (the event loop) with a plain ``+= 1``, no call; thread-pool
-        # servers, with more than one writer, call ServerMetrics.enter:
-        # docs/services.md#starts-counted-by-the-event-loop
+        # Starts counted by the event loop's one thread with a plain ``+= 1`` (thread-pool servers
+        # call ServerMetrics.enter): docs/services.md#starts-counted-by-the-event-loop
         self.arrived = 0
         self.arrived_applied = 0
 
@@ -345,9 +342,8 @@ class Call:
 
 
 def opened() -> Context:
-    """A new Sampled made current in this context, and a copy of the context that holds it: a
-    call whose record is made elsewhere (grpc's done callbacks run outside the call's context)
-    makes it in the copy (TracedCall, rpc.measure_aio)."""
+    """A new Sampled made current here, and a copy of this context that holds it: grpc's done
+    callbacks run outside it, so a call makes its record in the copy (TracedCall, measure_aio)."""
     SAMPLED.set(Sampled())
     return copy_context()
 

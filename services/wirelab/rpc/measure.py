@@ -62,8 +62,7 @@ class Capture:
 
 class _Lookup(grpc.GenericRpcHandler):
     """The only way grpc finds a measured method: grpc consults a generic handler as the call
-    arrives, before it reads the request message, when the measured duration starts (methods
-    registered through add_registered_method_handlers are looked up with no Python hook)."""
+    arrives, before it reads the message, when the duration starts (a registered one: no hook)."""
 
     def __init__(self, handlers: dict[str, Handler], arrived: Callable[[Handler], Handler]) -> None:
         self.handlers = handlers
@@ -89,9 +88,8 @@ class _Unimplemented(grpc.GenericRpcHandler):
 
 # Not an interceptor per call: docs/services.md#handlers-wrapped-at-registration
 class MeasuredMethods(ABC):
-    """Wraps each contract method's handler once, at registration; subclasses give the aio or
-    sync ``wrap``, ``arrived`` (how a call's arrival time reaches its behaviour) and
-    ``unknown_method``."""
+    """Wraps each contract method's handler once, at registration; the aio and sync subclasses
+    give ``wrap``, ``arrived`` (how a call's arrival reaches its behaviour), ``unknown_method``."""
 
     def __init__(self, metrics: ServerMetrics, receipts: Receipts) -> None:
         self.metrics = metrics

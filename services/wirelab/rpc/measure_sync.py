@@ -29,13 +29,11 @@ def _recorded(call: Call, context: Any) -> Recorded:
 
 
 class SyncMeasuredMethods(MeasuredMethods):
-    """Behaviours take the call's arrival time first. The lookup runs in grpc's polling thread
-    as the call arrives, the behaviour later in a pool thread (after waiting for a free one and
-    reading the request), so each call gets its own handler closing over its arrival time."""
+    """Behaviours take the call's arrival time first. The lookup runs in grpc's one polling
+    thread as each call arrives, the behaviour later in a pool thread (after waiting for a free
+    one and reading the request), so arrived only swaps in the call's behaviour bound to it."""
 
     def arrived(self, handler: Handler) -> Handler:
-        # Runs in grpc's one polling thread for every call: each call only swaps in its
-        # behaviour bound to its arrival.
         field = FIELDS[handler.request_streaming, handler.response_streaming]
         bound = functools.partial(getattr(handler, field), time.perf_counter())
         return handler._replace(**{field: bound})  # type: ignore[attr-defined, no-any-return]
