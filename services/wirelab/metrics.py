@@ -316,7 +316,7 @@ class Call:
     bytes_out: int = 0
     messages_in: int = 0
     messages_out: int = 0
-    first_sent: float | None = None
+    first: float | None = None  # time to first message, once one is sent
     finished: bool = field(default=False)
 
     def received(self, nbytes: int, messages: int = 1) -> None:
@@ -324,8 +324,8 @@ class Call:
         self.messages_in += messages
 
     def sent(self, nbytes: int, messages: int = 1) -> None:
-        if self.first_sent is None and messages:
-            self.first_sent = time.perf_counter()
+        if self.first is None and messages:
+            self.first = time.perf_counter() - self.started
         self.bytes_out += nbytes
         self.messages_out += messages
 
@@ -334,10 +334,9 @@ class Call:
         if self.finished:
             return
         self.finished = True
-        first = None if self.first_sent is None else self.first_sent - self.started
         self.metrics.enqueue(
-            (self.bound, outcome, code, time.perf_counter() - self.started, first, self.bytes_in,
-             self.bytes_out, self.messages_in, self.messages_out)
+            (self.bound, outcome, code, time.perf_counter() - self.started, self.first,
+             self.bytes_in, self.bytes_out, self.messages_in, self.messages_out)
         )  # fmt: skip
 
 
