@@ -36,8 +36,7 @@ class Sampled:
 # The exemplars' one label, as the Node.js services name it and Grafana's Prometheus datasource
 # reads it to open the trace in Jaeger (grafana/provisioning/datasources).
 TRACE_ID_LABEL = "trace_id"
-# The current call's Sampled, read where its record is made (None without traces). A measured gRPC
-# call opens its own (TracedCall): grpc records it in a done callback, outside the call's context.
+# The current call's Sampled, read where its record is made (None without traces; gRPC: opened).
 SAMPLED: ContextVar[Sampled | None] = ContextVar("wirelab_sampled", default=None)
 
 

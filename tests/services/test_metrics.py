@@ -145,7 +145,7 @@ MEASUREMENT_PATH = (
     "services/wirelab/rpc/measure_sync.py",
 )
 # A ceiling that only comes down, as the path gets smaller: the goal is 1,000 lines.
-MEASUREMENT_PATH_LINES = 1170
+MEASUREMENT_PATH_LINES = 1168
 
 
 def test_the_measurement_path_stays_within_its_lines() -> None:

@@ -44,8 +44,7 @@ class _OneToOne:
     bytes_in: int = 0
     bytes_out: int = 0
     replied: int = 0
-    # As with Recorded: until the behaviour has returned or raised, a call that ends was
-    # abandoned (kinds.abandoned).
+    # None until the behaviour has returned or raised: a call that ends before was abandoned.
     outcome: str | None = None
     code: str = ""
 
