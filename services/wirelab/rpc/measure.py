@@ -61,8 +61,8 @@ class Capture:
 
 
 class _Lookup(grpc.GenericRpcHandler):
-    """The only way grpc finds a measured method: grpc consults a generic handler as the call
-    arrives, before it reads the message, when the duration starts (a registered one: no hook)."""
+    """grpc consults a generic handler as a call arrives, before it reads the message, when the
+    duration starts: the one Python hook there (registered methods are found without one)."""
 
     def __init__(self, handlers: dict[str, Handler], arrived: Callable[[Handler], Handler]) -> None:
         self.handlers = handlers
