@@ -2,7 +2,7 @@
 // Traces (docs/traces.md), as services/wirelab/traces/ makes them: with WIRELAB_TRACES=on one
 // tracer provider per process samples each new trace at WIRELAB_TRACE_SAMPLE_RATIO
 // (ParentBased(TraceIdRatioBased): a call that brings a W3C traceparent follows its caller's
-// decision) and exports in batches over OTLP/gRPC to WIRELAB_TRACES_ENDPOINT. Off (the default)
+// decision) and exports in batches over OTLP/HTTP to WIRELAB_TRACES_ENDPOINT. Off (the default)
 // start() returns null and nothing of OpenTelemetry is loaded: every hook below is behind it.
 //
 // The hooks are the lab's own few lines, not @opentelemetry/instrumentation-http and -grpc,
@@ -25,6 +25,8 @@
 // built only for a span that is kept, and the context is handed from the server span to the
 // relay's calls explicitly instead of through a context manager.
 const RUNTIME = 'node';
+// Where an OTLP/HTTP receiver takes spans, under WIRELAB_TRACES_ENDPOINT (OTLP's own path).
+const TRACES_PATH = '/v1/traces';
 
 // Operational endpoints, untraced as they are unmeasured (wirelab/traces/asgi.py's set).
 const UNTRACED_PATHS = new Set(['/healthz', '/openapi.json', '/docs', '/docs/oauth2-redirect', '/redoc']);
@@ -309,8 +311,10 @@ function start(settings, protocol, { exporter = null } = {}) {
     ...labels,
   }));
   if (exporter === null) {
-    const { OTLPTraceExporter } = require('@opentelemetry/exporter-trace-otlp-grpc');
-    exporter = new OTLPTraceExporter({ url: settings.tracesEndpoint });
+    // OTLP over HTTP at the endpoint's /v1/traces, as the Python services export (one meaning of
+    // WIRELAB_TRACES_ENDPOINT; docs/traces.md#otlp-over-http).
+    const { OTLPTraceExporter } = require('@opentelemetry/exporter-trace-otlp-proto');
+    exporter = new OTLPTraceExporter({ url: settings.tracesEndpoint.replace(/\/+$/, '') + TRACES_PATH });
   }
   const ids = drawnIds(sdk);
   const provider = new sdk.BasicTracerProvider({

@@ -32,9 +32,11 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from wirelab.traces import TRACES_PATH
 from wirelab_bench.knobs import REPO, parser
 from wirelab_bench.medians import decides, median_interval
 
@@ -48,6 +50,11 @@ from wirelab_perf.svcprocs import (
     pinned,
     service,
 )
+
+if TYPE_CHECKING:
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
 
 # The observer-effect goal: metrics cost a saturated service at most 3 % of its throughput, i.e.
 # the on/off ratio's whole 95 % interval at or above 0.97 (docs/services.md, Observer effect).
@@ -69,33 +76,61 @@ def find_ghz(given: str) -> str:
 
 
 @contextmanager
-def otlp_sink() -> Iterator[str]:
-    """An OTLP/gRPC trace receiver that keeps nothing, in this process (pinned to the load's
-    core, so its CPU is never the services'); yields its endpoint. Not the lab's Jaeger: its
-    all-in-one config binds fixed ports (its own metrics on 8888, ...) that a shared machine
-    may hold, and what the services pay is the export, whoever receives it."""
-    from concurrent import futures
-
-    import grpc
-    from opentelemetry.proto.collector.trace.v1 import (
-        trace_service_pb2 as otlp,
+def otlp_sink(
+    received: Callable[[ExportTraceServiceRequest], None] | None = None,
+) -> Iterator[str]:
+    """An OTLP/HTTP trace receiver in this process (pinned to the load's core, so its CPU is
+    never the services'), answering each export as Jaeger does; yields its endpoint, the base URL
+    the services' WIRELAB_TRACES_ENDPOINT takes. Each export is handed to ``received`` (tests),
+    else read and dropped. Not the lab's Jaeger: its all-in-one config binds fixed ports (its own
+    metrics on 8888, ...) that a shared machine may hold, and what the services pay is the
+    export, whoever receives it."""
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+        ExportTraceServiceResponse,
     )
-    from opentelemetry.proto.collector.trace.v1 import (
-        trace_service_pb2_grpc as otlp_grpc,
-    )
 
-    class Sink(otlp_grpc.TraceServiceServicer):
-        def Export(self, request: Any, context: Any) -> Any:
-            return otlp.ExportTraceServiceResponse()
+    answer = ExportTraceServiceResponse().SerializeToString()
 
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
-    otlp_grpc.add_TraceServiceServicer_to_server(Sink(), server)  # type: ignore[no-untyped-call]
-    port = server.add_insecure_port("127.0.0.1:0")
-    server.start()
+    class Sink(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"  # the exporters keep their connection
+
+        def do_POST(self) -> None:
+            body = self._body()
+            if self.path != TRACES_PATH:
+                self.send_error(404)
+                return
+            if received is not None:
+                received(ExportTraceServiceRequest.FromString(body))
+            self.send_response(200)
+            self.send_header("Content-Type", "application/x-protobuf")
+            self.send_header("Content-Length", str(len(answer)))
+            self.end_headers()
+            self.wfile.write(answer)
+
+        def _body(self) -> bytes:
+            """The request's body, of a Content-Length or chunked (as Node's exporter sends it)."""
+            if self.headers.get("Transfer-Encoding", "").lower() != "chunked":
+                return self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            chunks = []
+            while size := int(self.rfile.readline().split(b";")[0], 16):
+                chunks.append(self.rfile.read(size))
+                self.rfile.readline()  # the chunk's CRLF
+            while self.rfile.readline().strip():  # trailers, up to the empty line
+                pass
+            return b"".join(chunks)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            """Exports are not logged."""
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Sink)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, name="otlp-sink", daemon=True).start()
     try:
-        yield f"http://127.0.0.1:{port}"
+        yield f"http://127.0.0.1:{server.server_address[1]}"
     finally:
-        server.stop(0)
+        server.shutdown()
+        server.server_close()
 
 
 def _run(cmd: list[str]) -> str:

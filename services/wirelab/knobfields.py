@@ -55,6 +55,6 @@ class Fields:
     amqp_prefetch: int = 512
     traces: bool = False
     trace_sample_ratio: float = 0.01
-    traces_endpoint: str = "http://127.0.0.1:4317"
+    traces_endpoint: str = "http://127.0.0.1:4318"
     service_name: str = ""
     limits: Limits = field(default_factory=Limits)

@@ -31,7 +31,7 @@ pytestmark = pytest.mark.integration
 
 ORDERS = 30
 # The stand-in as the lab runs it, less what the test does not use, on free loopback ports (the
-# all-in-one config binds a dozen fixed ones): OTLP/gRPC in, the memory store, the query API.
+# all-in-one config binds a dozen fixed ones): OTLP/HTTP in, the memory store, the query API.
 CONFIG = """
 service:
   extensions: [jaeger_storage, jaeger_query, healthcheckv2]
@@ -46,7 +46,7 @@ extensions:
   jaeger_storage: {{backends: {{memstore: {{memory: {{max_traces: 100000}}}}}}}}
   healthcheckv2: {{use_v2: true, http: {{endpoint: "127.0.0.1:{health}"}}}}
 receivers:
-  otlp: {{protocols: {{grpc: {{endpoint: "127.0.0.1:{otlp}"}}}}}}
+  otlp: {{protocols: {{http: {{endpoint: "127.0.0.1:{otlp}"}}}}}}
 processors: {{batch: {{}}}}
 exporters: {{jaeger_storage_exporter: {{trace_storage: memstore}}}}
 """
@@ -64,7 +64,7 @@ loads = [{ users = 2 }]
 
 @pytest.fixture(scope="module")
 def jaeger_ports(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
-    """The Jaeger stand-in: its query API's URL and its OTLP/gRPC endpoint."""
+    """The Jaeger stand-in: its query API's URL and its OTLP/HTTP endpoint."""
     folder = tmp_path_factory.mktemp("jaeger")
     query, query_grpc, health, otlp = free_ports(4)
     config = folder / "config.yaml"

@@ -51,7 +51,7 @@ def until(ready, what, seconds=60):
 
 until(lambda: get("http://127.0.0.1:13133/status"), "Jaeger")
 traced = {"WIRELAB_HOST": "127.0.0.1", "WIRELAB_TRACES": "on", "WIRELAB_TRACE_SAMPLE_RATIO": "1",
-          "WIRELAB_TRACES_ENDPOINT": "http://127.0.0.1:4317"}
+          "WIRELAB_TRACES_ENDPOINT": "http://127.0.0.1:4318"}
 procs = [
     subprocess.Popen([sys.executable, "-m", module], env={**os.environ, **traced, **env},
                      stdout=subprocess.DEVNULL, stderr=open(os.environ["LOGS"] + module, "wb"))

@@ -1,5 +1,5 @@
 """The Jaeger stand-in (offline/go-build jaeger, the pinned release built from source) takes the
-services' spans as wirelab.traces exports them (OTLP/gRPC) and its query API returns them, the
+services' spans as wirelab.traces exports them (OTLP/HTTP) and its query API returns them, the
 API the docs and the e2e checks read (docs/traces.md): /api/services, /api/traces/<id>. It has
 no web UI: / is Jaeger's placeholder page. Run in a network namespace of its own (loopback only),
 so its many ports collide with nothing on the host."""

@@ -1,4 +1,4 @@
-"""The Jaeger stand-in takes the Node.js services' spans as they export them (OTLP/gRPC, the SDK's
+"""The Jaeger stand-in takes the Node.js services' spans as they export them (OTLP/HTTP, the SDK's
 exporter in node/src/traces.js) and its query API returns an order through a Node relay and its
 Node B as one trace (docs/traces.md). Run, as tests/config/test_jaeger.py runs it, in a network
 namespace of its own (loopback only), with the services as real processes in it."""

@@ -12,7 +12,7 @@ import pytest
 from tests.config.test_topologies import resolved
 
 # What offline/lab-select exports with PROFILES=traces.
-TRACES = {"WIRELAB_TRACES": "on", "WIRELAB_TRACES_ENDPOINT": "http://jaeger:4317"}
+TRACES = {"WIRELAB_TRACES": "on", "WIRELAB_TRACES_ENDPOINT": "http://jaeger:4318"}
 TOPOLOGIES = [[], ["topologies/a-to-b.yaml"], ["topologies/order-chain.yaml"]]
 TOPOLOGIES += [["topologies/cluster.yaml"]]
 

@@ -101,7 +101,7 @@ CALL_TIMEOUT = 10.0
 TRACED = {
     "WIRELAB_TRACES": "on",
     "WIRELAB_TRACE_SAMPLE_RATIO": "1",
-    "WIRELAB_TRACES_ENDPOINT": "http://jaeger:4317",
+    "WIRELAB_TRACES_ENDPOINT": "http://jaeger:4318",
 }
 TRACED_ORDERS = 6  # per protocol and runtime
 

@@ -111,7 +111,7 @@ def _orders(edges: dict[str, str]) -> Phase:
 def chain(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Chain]:
     """One boot: the off phase's orders and what they left, then every service recreated with
     tracing on and the on phase's orders."""
-    traced = {"WIRELAB_TRACE_SAMPLE_RATIO": "1", "WIRELAB_TRACES_ENDPOINT": "http://jaeger:4317"}
+    traced = {"WIRELAB_TRACE_SAMPLE_RATIO": "1", "WIRELAB_TRACES_ENDPOINT": "http://jaeger:4318"}
     # "off" rather than unset: the knob's default, and the host's environment cannot leak an "on".
     folder = tmp_path_factory.mktemp("traces")
     with profile_lab(folder, "amqp,traces", SERVICES, "order-chain", WIRELAB_TRACES="off",

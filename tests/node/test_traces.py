@@ -1,6 +1,6 @@
 """Traces across runtimes, as real processes on free loopback ports (docs/traces.md): a Python edge
 relaying to a Node.js B and a Node.js edge relaying to a Python B, per protocol, every process
-exporting over OTLP/gRPC to a receiver in this test. Each order is one trace of three spans, the
+exporting over OTLP/HTTP to a receiver in this test. Each order is one trace of three spans, the
 edge's server span, its client span and B's server span, each the child of the one before it
 across the runtimes' own propagation (traceparent in HTTP headers, in gRPC metadata); and an
 edge that does not sample an order keeps its B, which samples every trace it starts, from
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from concurrent import futures
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,12 +19,12 @@ from typing import Any
 import grpc
 import httpx
 import pytest
-from opentelemetry.proto.collector.trace.v1 import trace_service_pb2 as otlp
-from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc as otlp_grpc
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.trace.v1.trace_pb2 import Span as OtlpSpan
 from prometheus_client.openmetrics.parser import text_string_to_metric_families
 from wirelab.v1 import wirelab_pb2 as pb
 from wirelab.v1 import wirelab_pb2_grpc as pb_grpc
+from wirelab_perf.overhead import otlp_sink
 
 from tests.node.test_conformance import start_node
 from tests.services.test_integration import Service, start
@@ -54,14 +53,14 @@ class Span:
     attributes: dict[str, Any]
 
 
-class Receiver(otlp_grpc.TraceServiceServicer):
-    """An OTLP/gRPC trace receiver that keeps every span it is sent."""
+class Receiver:
+    """Keeps every span an OTLP receiver (wirelab_perf.overhead.otlp_sink) is sent."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.spans: list[Span] = []
 
-    def Export(self, request: Any, context: Any) -> Any:
+    def export(self, request: ExportTraceServiceRequest) -> None:
         with self.lock:
             for resource_spans in request.resource_spans:
                 resource = {a.key: a.value.string_value for a in resource_spans.resource.attributes}
@@ -79,7 +78,6 @@ class Receiver(otlp_grpc.TraceServiceServicer):
                                 attributes,
                             )
                         )
-        return otlp.ExportTraceServiceResponse()
 
     def take(self) -> list[Span]:
         with self.lock:
@@ -94,12 +92,8 @@ def _value(value: Any) -> Any:
 @pytest.fixture(scope="module")
 def receiver() -> Iterator[tuple[Receiver, str]]:
     kept = Receiver()
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
-    otlp_grpc.add_TraceServiceServicer_to_server(kept, server)  # type: ignore[no-untyped-call]
-    port = server.add_insecure_port("127.0.0.1:0")
-    server.start()
-    yield kept, f"http://127.0.0.1:{port}"
-    server.stop(0)
+    with otlp_sink(kept.export) as endpoint:
+        yield kept, endpoint
 
 
 @pytest.fixture(scope="module")
