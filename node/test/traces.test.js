@@ -7,6 +7,7 @@
 const test = require('node:test');
 const assert = require('node:assert/strict');
 const http = require('node:http');
+const { EventEmitter } = require('node:events');
 const path = require('node:path');
 const { spawnSync } = require('node:child_process');
 const grpc = require('@grpc/grpc-js');
@@ -459,4 +460,23 @@ test('a gRPC call\'s exemplar is its trace; an unsampled call leaves none', asyn
   const never = await grpcService({ traces: true }, traced('grpc', 'grpc-b', 0).tracing);
   await never.order({ order: ORDER });
   assert.deepEqual(exemplarsOf((await scrape(never.metrics.registry, OPENMETRICS)).text, 'wirelab_server_request_duration_seconds'), []);
+});
+
+test('kept spans share their attribute sets, at most a bounded number of them', async () => {
+  const { tracing, spans } = traced('rest', 'rest');
+  const attributes = (path) => tracing.httpAttributes('POST', path, '1.1', 'unary');
+  assert.equal(attributes('/v1/orders'), attributes('/v1/orders'));
+  assert.notEqual(attributes('/v1/orders'), attributes('/v1/blobs'));
+  assert.equal(attributes('/v1/blobs')['url.path'], '/v1/blobs');
+  for (let i = 0; i < 2500; i++) attributes(`/unknown/${i}`);
+  assert.ok(tracing.attributes.size <= 1000, `${tracing.attributes.size} attribute sets kept`);
+  // The SDK copies a set: a span's own attribute never reaches the next span of the route.
+  for (const status of [500, 200]) {
+    const res = Object.assign(new EventEmitter(), { statusCode: status, writableFinished: true });
+    tracing.restServer({ method: 'POST', headers: {}, httpVersion: '1.1' }, res, '/v1/orders', 'unary');
+    res.emit('close');
+  }
+  const codes = (await spans()).map((s) => s.attributes['http.response.status_code']);
+  assert.deepEqual(codes, [500, 200]);
+  assert.equal(attributes('/v1/orders')['http.response.status_code'], undefined);
 });
