@@ -46,6 +46,7 @@ from tests.services.test_amqp import ORDER, Channel, Delivery, Exchange, _connec
 # Every trace kept: which spans exist is then up to the code, not to chance.
 ALWAYS = {"traces": True, "trace_sample_ratio": 1.0}
 PARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+SMALL = {"order_id": "o-1", "items": [{"sku": "a", "quantity": 1, "unit_price_cents": 1}]}
 
 
 @pytest.fixture(autouse=True)
@@ -391,6 +392,35 @@ async def test_the_aio_lookup_decides_and_a_skipped_call_runs_no_tracing_code(
             await stub.ProcessOrder(request, timeout=10)
     kept = len(b.spans())
     assert kept == len(served)  # the hook ran only for the calls it kept
+    if ratio == 0:
+        assert kept == 0
+    else:
+        assert 150 < kept < 250, kept  # half of 400, give or take five standard deviations
+
+
+@pytest.mark.parametrize(("ratio", "calls"), [(0.0, 20), (0.5, 400)])
+def test_the_rest_middleware_decides_first_and_a_skipped_call_makes_no_span(
+    ratio: float, calls: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """REST's middleware asks the sampler before anything else (wirelab.traces.asgi): a new
+    trace it does not keep, in a service without downstreams, never reaches Starter.serve; one
+    it keeps starts its span on that same draw, so new traces are kept at the ratio, not at its
+    square (0.25 here, if serve drew again)."""
+    config = settings(traces=True, trace_sample_ratio=ratio)
+    traced = Traced(config, "rest", "rest")
+    starter = traced.tracing.starter
+    served: list[str] = []
+
+    def serve(name: str, carrier: Any) -> Any:
+        served.append(name)
+        return Starter.serve(starter, name, carrier)
+
+    monkeypatch.setattr(starter, "serve", serve)
+    with TestClient(create_app(config, None, traced.tracing)) as client:
+        for _ in range(calls):
+            assert client.post("/v1/orders", json={"order": SMALL}).status_code == 200
+    kept = len(traced.spans())
+    assert kept == len(served)  # serve ran only for the calls the middleware kept
     if ratio == 0:
         assert kept == 0
     else:
