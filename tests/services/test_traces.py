@@ -367,6 +367,28 @@ async def test_a_grpc_stream_is_one_span_of_its_kind_in_its_callers_trace() -> N
     assert span.context is not None and f"{span.context.trace_id:032x}" == PARENT.split("-")[1]
 
 
+def _served(starter: Starter, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names Starter.serve is asked for from now on, in order."""
+    served: list[str] = []
+
+    def serve(name: str, carrier: Any) -> Any:
+        served.append(name)
+        return Starter.serve(starter, name, carrier)
+
+    monkeypatch.setattr(starter, "serve", serve)
+    return served
+
+
+def _kept_at_the_ratio(kept: int, served: list[str], ratio: float) -> None:
+    """``kept`` spans of 400 calls (20 at ratio 0), serve asked only for those (the decision
+    made once, before it)."""
+    assert kept == len(served)
+    if ratio == 0:
+        assert kept == 0
+    else:
+        assert 150 < kept < 250, kept  # half of 400, give or take five standard deviations
+
+
 @pytest.mark.parametrize(("ratio", "calls"), [(0.0, 20), (0.5, 400)])
 async def test_the_aio_lookup_decides_and_a_skipped_call_runs_no_tracing_code(
     ratio: float, calls: int, monkeypatch: pytest.MonkeyPatch
@@ -377,25 +399,13 @@ async def test_the_aio_lookup_decides_and_a_skipped_call_runs_no_tracing_code(
     at its square (0.25 here, if the hook drew again)."""
     config = settings(traces=True, trace_sample_ratio=ratio)
     b = Traced(config, "grpc", "grpc-b")
-    starter = b.tracing.starter
-    served: list[str] = []
-
-    def serve(name: str, carrier: Any) -> Any:
-        served.append(name)
-        return Starter.serve(starter, name, carrier)
-
-    monkeypatch.setattr(starter, "serve", serve)
+    served = _served(b.tracing.starter, monkeypatch)
     request = pb.OrderRequest(order=ORDER.order, count_words=True)
     async with grpc_hop(config, b) as url, grpc.aio.insecure_channel(url[7:]) as channel:
         stub: Any = pb_grpc.WireLabStub(channel)
         for _ in range(calls):
             await stub.ProcessOrder(request, timeout=10)
-    kept = len(b.spans())
-    assert kept == len(served)  # the hook ran only for the calls it kept
-    if ratio == 0:
-        assert kept == 0
-    else:
-        assert 150 < kept < 250, kept  # half of 400, give or take five standard deviations
+    _kept_at_the_ratio(len(b.spans()), served, ratio)
 
 
 @pytest.mark.parametrize(("ratio", "calls"), [(0.0, 20), (0.5, 400)])
@@ -408,23 +418,11 @@ def test_the_rest_middleware_decides_first_and_a_skipped_call_makes_no_span(
     square (0.25 here, if serve drew again)."""
     config = settings(traces=True, trace_sample_ratio=ratio)
     traced = Traced(config, "rest", "rest")
-    starter = traced.tracing.starter
-    served: list[str] = []
-
-    def serve(name: str, carrier: Any) -> Any:
-        served.append(name)
-        return Starter.serve(starter, name, carrier)
-
-    monkeypatch.setattr(starter, "serve", serve)
+    served = _served(traced.tracing.starter, monkeypatch)
     with TestClient(create_app(config, None, traced.tracing)) as client:
         for _ in range(calls):
             assert client.post("/v1/orders", json={"order": SMALL}).status_code == 200
-    kept = len(traced.spans())
-    assert kept == len(served)  # serve ran only for the calls the middleware kept
-    if ratio == 0:
-        assert kept == 0
-    else:
-        assert 150 < kept < 250, kept  # half of 400, give or take five standard deviations
+    _kept_at_the_ratio(len(traced.spans()), served, ratio)
 
 
 def test_the_thread_pool_server_traces_its_calls_too() -> None:
