@@ -36,6 +36,10 @@ class ParityError(AssertionError):
     """The two protocols disagreed; the message says on what."""
 
 
+class ParityCallFailed(ParityError):
+    """A parity call got no answer at all: a service, or the way to it, is gone."""
+
+
 def check_parity(
     rest_url: str, grpc_target: str, timeout: float = 30.0, h2c: bool = False
 ) -> list[str]:
@@ -45,7 +49,7 @@ def check_parity(
         return _check(rest_url, grpc_target, timeout, h2c)
     except (httpx.HTTPError, grpc.RpcError) as exc:
         hint = " (REST over h2c needs the REST service on Granian: WIRELAB_REST_HTTP=2)"
-        raise ParityError(
+        raise ParityCallFailed(
             f"parity check call failed: {type(exc).__name__}: {exc}{hint if h2c else ''}"
         ) from exc
 
@@ -63,7 +67,7 @@ def check_arm_parity(
             want = pb_grpc.WireLabStub(direct).ProcessOrder(ORDER, timeout=timeout)
             got = pb_grpc.WireLabStub(arm).ProcessOrder(ORDER, timeout=timeout)
     except grpc.RpcError as exc:
-        raise ParityError(f"parity check call failed: {type(exc).__name__}: {exc}") from exc
+        raise ParityCallFailed(f"parity check call failed: {type(exc).__name__}: {exc}") from exc
     if got != want:
         raise ParityError(f"unary ProcessOrder: {arm_target} {_dict(got)} != gRPC {_dict(want)}")
     return [f"unary ({name})"]

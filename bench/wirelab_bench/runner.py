@@ -19,7 +19,7 @@ from wirelab_bench.cellcost import cell_cost
 from wirelab_bench.health import load_path_verdict, wait_healthy
 from wirelab_bench.knobs import REPO, Knobs
 from wirelab_bench.network import DIRECT, Network, NetworkUnavailable, label
-from wirelab_bench.parity import ParityError, check_arm_parity, check_parity
+from wirelab_bench.parity import ParityCallFailed, ParityError, check_arm_parity, check_parity
 from wirelab_bench.progress import Estimate, Progress, clock
 from wirelab_bench.prom import Prometheus
 from wirelab_bench.results import MANIFEST, new_run_dir, write_json, write_tables
@@ -221,7 +221,13 @@ def run(scenario: Scenario, knobs: Knobs) -> tuple[int, Path]:
             phase = f"{cell.cell_id}: health"
             _wait_healthy(knobs, arms)
             phase = f"{cell.cell_id}: parity"
-            manifest["parity"] = _parity(knobs, arms, h2c)
+            try:
+                manifest["parity"] = _parity(knobs, arms, h2c)
+            except ParityCallFailed:
+                # Gone since the health check: the health check says whether the service or
+                # the way to it died, as it says between cells.
+                _wait_healthy(knobs, arms)
+                raise
             phase = f"{cell.cell_id}: measure"
 
             def tick(step: str, step_left: float, c: Cell = cell, t0: float = started) -> None:

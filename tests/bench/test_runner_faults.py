@@ -14,7 +14,9 @@ from typing import Any
 import httpx
 import pandas as pd
 import pytest
+from wirelab_bench import runner
 from wirelab_bench.cli import main
+from wirelab_bench.parity import check_parity
 
 from tests.bench.lab import Services, prometheus_binary, running_prometheus, running_services
 
@@ -71,10 +73,9 @@ def test_crashed_service_marks_the_run_incomplete(tmp_path: Path) -> None:
     assert "load path died" not in manifest["interrupted"]["reason"]
 
 
-def test_a_dead_load_path_is_named_within_the_cell(tmp_path: Path) -> None:
-    """REST unreachable from where the load comes from while Docker reports it healthy, as
-    when the userland proxy publishing 127.0.0.1:8000 died under 5,000 Locust users: the run
-    stops with one sentence naming the path, not the service, and keeps the cells measured."""
+def _docker_says_healthy(tmp_path: Path) -> str:
+    """A PATH whose `docker ps` reports every container healthy, as Docker does when the
+    services answer inside the compose network but not through a published port."""
     fake = tmp_path / "bin"
     fake.mkdir()
     (fake / "docker").write_text(
@@ -83,14 +84,56 @@ def test_a_dead_load_path_is_named_within_the_cell(tmp_path: Path) -> None:
         "exit 0\n"
     )
     (fake / "docker").chmod(0o755)
-    env = {**os.environ, "PATH": f"{fake}:{os.environ['PATH']}"}
+    return f"{fake}:{os.environ['PATH']}"
+
+
+DEAD_PATH = "lab failed mid-run: the load path died: REST http://127.0.0.1:"
+DOCKER_HEALTHY = "while Docker reports rest, grpc healthy inside the compose network"
+
+
+def test_a_dead_load_path_is_named_within_the_cell(tmp_path: Path) -> None:
+    """REST unreachable from where the load comes from while Docker reports it healthy, as
+    when the userland proxy publishing 127.0.0.1:8000 died under 5,000 Locust users: the run
+    stops with one sentence naming the path, not the service, and keeps the cells measured."""
+    env = {**os.environ, "PATH": _docker_says_healthy(tmp_path)}
     manifest = _run_until_a_cell_then_kill_rest(tmp_path, env)
     assert manifest["status"] == "incomplete"
     reason = manifest["interrupted"]["reason"]
-    assert "lab failed mid-run: the load path died: REST http://127.0.0.1:" in reason, reason
-    assert "while Docker reports rest, grpc healthy inside the compose network" in reason
+    assert DEAD_PATH in reason, reason
+    assert DOCKER_HEALTHY in reason
     cells = manifest["cells_done"]
     assert manifest["interrupted"]["phase"].split(":")[0] in {cells[-1], *manifest_next(cells)}
+
+
+def test_a_path_dead_by_the_parity_check_is_named_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """REST gone between the second cell's health check and its parity check (a CI run killed
+    it there): the parity call's failure is said as the health check says it, not as a bare
+    ConnectError."""
+    monkeypatch.setenv("PATH", _docker_says_healthy(tmp_path))
+    scenario = tmp_path / "crash.toml"
+    scenario.write_text(SCENARIO.format(duration=1, kinds='["unary", "download"]'))
+    results = tmp_path / "results"
+    with running_services(tmp_path) as lab:
+        checks = []
+
+        def killing_at_the_second(*args: Any, **kwargs: Any) -> list[str]:
+            checks.append(args)
+            if len(checks) == 2:
+                lab.procs["wirelab.rest"].send_signal(signal.SIGKILL)
+                lab.procs["wirelab.rest"].wait(10)
+            return check_parity(*args, **kwargs)
+
+        monkeypatch.setattr(runner, "check_parity", killing_at_the_second)
+        args = [*lab.args(results), "--health-timeout-s", "3", "--progress", "off"]
+        assert main(["bench", str(scenario), *args]) == 4
+    (run,) = results.iterdir()
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["interrupted"]["phase"].endswith(": parity"), manifest["interrupted"]
+    assert DEAD_PATH in manifest["interrupted"]["reason"], manifest["interrupted"]
+    assert DOCKER_HEALTHY in manifest["interrupted"]["reason"]
+    assert len(manifest["cells_done"]) == 1
 
 
 def manifest_next(cells: list[str]) -> list[str]:
