@@ -2,8 +2,9 @@
 // Traces (docs/traces.md), as services/wirelab/traces/ makes them: with WIRELAB_TRACES=on one
 // tracer provider per process samples each new trace at WIRELAB_TRACE_SAMPLE_RATIO
 // (ParentBased(TraceIdRatioBased): a call that brings a W3C traceparent follows its caller's
-// decision) and exports in batches over OTLP/HTTP to WIRELAB_TRACES_ENDPOINT. Off (the default)
-// start() returns null and nothing of OpenTelemetry is loaded: every hook below is behind it.
+// decision) and exports in batches over OTLP/HTTP to WIRELAB_TRACES_ENDPOINT, from a worker
+// thread (traceexport.js). Off (the default) start() returns null and nothing of OpenTelemetry is
+// loaded: every hook below is behind it.
 //
 // The hooks are the lab's own few lines, not @opentelemetry/instrumentation-http and -grpc,
 // measured first (`wirelab perf trace-cost --runtime node`, node/scripts/trace-cost.js: the
@@ -344,8 +345,9 @@ function start(settings, protocol, { exporter = null } = {}) {
   if (exporter === null) {
     // OTLP over HTTP at the endpoint's /v1/traces, as the Python services export (one meaning of
     // WIRELAB_TRACES_ENDPOINT; docs/traces.md#otlp-over-http).
-    const { OTLPTraceExporter } = require('@opentelemetry/exporter-trace-otlp-proto');
-    exporter = new OTLPTraceExporter({ url: settings.tracesEndpoint.replace(/\/+$/, '') + TRACES_PATH });
+    // From a worker thread: see traceexport.js for what exporting on the service's thread cost.
+    const { WorkerExporter } = require('./traceexport');
+    exporter = new WorkerExporter(settings.tracesEndpoint.replace(/\/+$/, '') + TRACES_PATH);
   }
   const ids = drawnIds(sdk);
   const provider = new sdk.BasicTracerProvider({

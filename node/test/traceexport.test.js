@@ -1,0 +1,86 @@
+'use strict';
+// The OTLP/HTTP exporter that posts from a worker thread (src/traceexport.js): what leaves is
+// exactly the SDK's OTLP protobuf of the batch, the SDK hears success or failure, and a shutdown
+// sends what was kept before it and stops the worker.
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const http = require('node:http');
+const sdk = require('@opentelemetry/sdk-trace-base');
+const { ProtobufTraceSerializer } = require('@opentelemetry/otlp-transformer');
+const { WorkerExporter } = require('../src/traceexport');
+
+const SUCCESS = 0;
+const FAILED = 1;
+
+/** An OTLP/HTTP receiver on loopback: every request's path, content type and body. */
+async function receiver(t) {
+  const received = [];
+  const server = http.createServer((req, res) => {
+    const parts = [];
+    req.on('data', (p) => parts.push(p));
+    req.on('end', () => {
+      received.push({ path: req.url, type: req.headers['content-type'], body: Buffer.concat(parts) });
+      res.writeHead(200, { 'content-type': 'application/x-protobuf' }).end();
+    });
+  });
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.after(() => server.close());
+  return { url: `http://127.0.0.1:${server.address().port}/v1/traces`, received };
+}
+
+function spansOf(names) {
+  const memory = new sdk.InMemorySpanExporter();
+  const provider = new sdk.BasicTracerProvider({ spanProcessors: [new sdk.SimpleSpanProcessor(memory)] });
+  for (const name of names) provider.getTracer('t').startSpan(name).end();
+  return memory.getFinishedSpans();
+}
+
+const exported = (exporter, spans) => new Promise((resolve) => exporter.export(spans, resolve));
+
+test('a batch leaves from the worker as the SDK serializes it, and the SDK hears success', async (t) => {
+  const { url, received } = await receiver(t);
+  const exporter = new WorkerExporter(url);
+  t.after(() => exporter.shutdown());
+  const spans = spansOf(['a', 'b', 'c']);
+  const result = await exported(exporter, spans);
+  assert.equal(result.code, SUCCESS, JSON.stringify(result));
+  assert.equal(received.length, 1);
+  assert.equal(received[0].path, '/v1/traces');
+  assert.equal(received[0].type, 'application/x-protobuf');
+  assert.deepEqual(received[0].body, Buffer.from(ProtobufTraceSerializer.serializeRequest(spans)));
+});
+
+test('an endpoint that refuses is a failed export with its reason, not a crash', async (t) => {
+  const closed = http.createServer();
+  await new Promise((resolve) => closed.listen(0, '127.0.0.1', resolve));
+  const { port } = closed.address();
+  await new Promise((resolve) => closed.close(resolve));
+  const exporter = new WorkerExporter(`http://127.0.0.1:${port}/v1/traces`);
+  t.after(() => exporter.shutdown());
+  const result = await exported(exporter, spansOf(['a']));
+  assert.equal(result.code, FAILED);
+  assert.match(result.error.message, /ECONNREFUSED/);
+});
+
+test("the provider's shutdown sends the spans it kept and stops the worker", async (t) => {
+  const { url, received } = await receiver(t);
+  const exporter = new WorkerExporter(url);
+  const provider = new sdk.BasicTracerProvider({ spanProcessors: [new sdk.BatchSpanProcessor(exporter)] });
+  provider.getTracer('t').startSpan('kept before the end').end();
+  await provider.shutdown();
+  assert.equal(received.length, 1);
+  assert.ok(received[0].body.includes(Buffer.from('kept before the end')));
+  assert.equal(exporter.worker.threadId, -1); // terminated
+});
+
+test('a flush answers once what is in flight is done', async (t) => {
+  const { url, received } = await receiver(t);
+  const exporter = new WorkerExporter(url);
+  t.after(() => exporter.shutdown());
+  const results = [];
+  exporter.export(spansOf(['a']), (r) => results.push(r.code));
+  exporter.export(spansOf(['b']), (r) => results.push(r.code));
+  await exporter.forceFlush();
+  assert.deepEqual(results, [SUCCESS, SUCCESS]);
+  assert.equal(received.length, 2);
+});
