@@ -39,8 +39,12 @@ class WorkerExporter {
       resultCallback({ code: FAILED, error: new Error('spans could not be serialized') });
       return;
     }
-    const body = new Uint8Array(bytes); // its own buffer: protobufjs's may be a pooled slice
-    this.ask({ body, spans: spans.length }, [body.buffer], ({ code, error }) =>
+    // Copied to the worker (a few hundred kB a batch), not transferred: a transfer detaches the
+    // buffer, and the first buffer detached in an isolate invalidates V8's ArrayBufferDetaching
+    // protector for good (node --trace-protector-invalidation), deoptimizing the service's hot
+    // code and leaving every typed array access of it checked for detachment since. Measured at
+    // saturation, the same either way within the rounds' spread (docs/traces.md#a-transferred-buffer).
+    this.ask({ body: bytes, spans: spans.length }, [], ({ code, error }) =>
       resultCallback(error === undefined ? { code } : { code, error: new Error(error) }));
   }
 

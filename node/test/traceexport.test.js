@@ -84,3 +84,33 @@ test('a flush answers once what is in flight is done', async (t) => {
   assert.deepEqual(results, [SUCCESS, SUCCESS]);
   assert.equal(received.length, 2);
 });
+
+/** What V8 says of its protectors in a child node running ``script`` (stdout and stderr). */
+function protectorsIn(script) {
+  const { execFileSync } = require('node:child_process');
+  return execFileSync(process.execPath, ['--trace-protector-invalidation', '-e', script], {
+    cwd: __dirname, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], timeout: 30000,
+  });
+}
+
+test("an export detaches no buffer of the service's thread (V8's ArrayBufferDetaching protector holds)", async () => {
+  // The first detached buffer of an isolate makes every typed array access of optimized code check
+  // for one, for good: the REST service's every request (docs/traces.md#a-transferred-buffer).
+  const control = protectorsIn(`const b = new Uint8Array(8); structuredClone(b, { transfer: [b.buffer] });
+    console.log('transferred');`);
+  assert.match(control, /transferred/);
+  assert.match(control, /ArrayBufferDetaching/); // the flag reports it where a buffer is detached
+  const out = protectorsIn(`
+    const http = require('node:http');
+    const sdk = require('@opentelemetry/sdk-trace-base');
+    const { WorkerExporter } = require('../src/traceexport');
+    const server = http.createServer((req, res) => req.resume().on('end', () => res.end()));
+    server.listen(0, '127.0.0.1', () => {
+      const exporter = new WorkerExporter('http://127.0.0.1:' + server.address().port + '/v1/traces');
+      const provider = new sdk.BasicTracerProvider({ spanProcessors: [new sdk.BatchSpanProcessor(exporter)] });
+      for (let i = 0; i < 600; i++) provider.getTracer('t').startSpan('kept ' + i).end();
+      provider.shutdown().then(() => { console.log('exported'); server.close(); });
+    });`);
+  assert.match(out, /exported/);
+  assert.doesNotMatch(out, /ArrayBufferDetaching/);
+});
