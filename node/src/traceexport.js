@@ -44,24 +44,24 @@ class WorkerExporter {
     // protector for good (node --trace-protector-invalidation), deoptimizing the service's hot
     // code and leaving every typed array access of it checked for detachment since. Measured at
     // saturation, the same either way within the rounds' spread (docs/traces.md#a-transferred-buffer).
-    this.ask({ body: bytes, spans: spans.length }, [], ({ code, error }) =>
+    this.ask({ body: bytes, spans: spans.length }, ({ code, error }) =>
       resultCallback(error === undefined ? { code } : { code, error: new Error(error) }));
   }
 
   forceFlush() {
-    return new Promise((resolve) => this.ask({ flush: true }, [], resolve));
+    return new Promise((resolve) => this.ask({ flush: true }, resolve));
   }
 
   async shutdown() {
-    await new Promise((resolve) => this.ask({ shutdown: true }, [], resolve));
+    await new Promise((resolve) => this.ask({ shutdown: true }, resolve));
     await this.worker.terminate();
   }
 
-  ask(message, transfer, done) {
+  ask(message, done) {
     const id = this.next++;
     if (this.waiting.size === 0) this.worker.ref();
     this.waiting.set(id, done);
-    this.worker.postMessage({ id, ...message }, transfer);
+    this.worker.postMessage({ id, ...message });
   }
 
   failAll(error) {

@@ -85,7 +85,7 @@ test('a flush answers once what is in flight is done', async (t) => {
   assert.equal(received.length, 2);
 });
 
-/** What V8 says of its protectors in a child node running ``script`` (stdout and stderr). */
+/** What V8 says of its protectors (on stdout) in a child node running ``script``. */
 function protectorsIn(script) {
   const { execFileSync } = require('node:child_process');
   return execFileSync(process.execPath, ['--trace-protector-invalidation', '-e', script], {
@@ -93,7 +93,7 @@ function protectorsIn(script) {
   });
 }
 
-test("an export detaches no buffer of the service's thread (V8's ArrayBufferDetaching protector holds)", async () => {
+test("an export detaches no buffer of the service's thread (V8's ArrayBufferDetaching protector holds)", () => {
   // The first detached buffer of an isolate makes every typed array access of optimized code check
   // for one, for good: the REST service's every request (docs/traces.md#a-transferred-buffer).
   const control = protectorsIn(`const b = new Uint8Array(8); structuredClone(b, { transfer: [b.buffer] });
