@@ -85,6 +85,42 @@ test('a flush answers once what is in flight is done', async (t) => {
   assert.equal(received.length, 2);
 });
 
+test('the worker and the serializer start with the first export, not before', async (t) => {
+  const { url, received } = await receiver(t);
+  const exporter = new WorkerExporter(url);
+  const provider = new sdk.BasicTracerProvider({ spanProcessors: [new sdk.BatchSpanProcessor(exporter)] });
+  t.after(() => provider.shutdown()); // stops the worker if an assertion fails first
+  await provider.forceFlush(); // nothing kept: nothing to export
+  assert.equal(exporter.worker, null);
+  assert.equal(exporter.serializer, null);
+  provider.getTracer('t').startSpan('the first kept').end();
+  await provider.forceFlush();
+  assert.notEqual(exporter.worker, null);
+  assert.equal(received.length, 1);
+  assert.ok(received[0].body.includes(Buffer.from('the first kept')));
+  await provider.shutdown();
+  assert.equal(exporter.worker.threadId, -1); // terminated
+  const late = await exported(exporter, spansOf(['after the end']));
+  assert.equal(late.code, FAILED);
+  assert.match(late.error.message, /shut down/);
+});
+
+test('a service that keeps no span loads no exporter: no worker, no serializer, a shutdown that stops nothing', () => {
+  // In a child node: this file has loaded the serializer itself.
+  const { execFileSync } = require('node:child_process');
+  const out = execFileSync(process.execPath, ['-e', `
+    const traces = require('../src/traces');
+    const tracing = traces.start({ traces: true, traceSampleRatio: 0, tracesEndpoint: 'http://127.0.0.1:9/',
+      serviceName: 'rest', downstream: [] }, 'rest');
+    const req = { method: 'POST', headers: {}, httpVersion: '1.1' };
+    for (let i = 0; i < 1000; i++) if (tracing.restServer(req, null, '/v1/orders', 'unary') !== null) throw new Error('kept');
+    tracing.shutdown().then(() => console.log(JSON.stringify({
+      transformer: Object.keys(require.cache).some((path) => path.includes('otlp-transformer')),
+      exporterBase: Object.keys(require.cache).some((path) => path.includes('otlp-exporter-base')),
+    })));`], { cwd: __dirname, encoding: 'utf8', timeout: 30000 });
+  assert.deepEqual(JSON.parse(out), { transformer: false, exporterBase: false });
+});
+
 /** What V8 says of its protectors (on stdout) in a child node running ``script``. */
 function protectorsIn(script) {
   const { execFileSync } = require('node:child_process');
