@@ -14,8 +14,8 @@ const { Worker, isMainThread, parentPort, workerData } = require('node:worker_th
 const FAILED = 1; // @opentelemetry/core's ExportResultCode.FAILED
 
 /** A span exporter for the SDK's BatchSpanProcessor whose requests leave from a worker. The
- * worker and the serializer are started by the first export, not before: a service that keeps
- * no span pays for neither: started with the service, the two cost the REST service at ratio 0
+ * worker and the serializer are started by the first export, not before, so a service that keeps
+ * no span pays for neither. Started with the service, the two cost the REST service at ratio 0
  * about three points of traces off (`wirelab perf node --compare traces --protocols rest
  * --trace-ratio 0`, 29 Nov, in turn: 0.983 and 0.995 started by the first export, 0.962 and
  * 0.965 with the service; docs/traces.md#nothing-kept-nothing-loaded). */
