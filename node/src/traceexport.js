@@ -29,9 +29,9 @@ class WorkerExporter {
     this.next = 0;
   }
 
-  /** The worker, started on first use, and the SDK's serializer loaded with it. */
+  /** Start the worker and load the SDK's serializer, once, on first use. */
   started() {
-    if (this.worker !== null) return this.worker;
+    if (this.worker !== null) return;
     this.serializer = require('@opentelemetry/otlp-transformer').ProtobufTraceSerializer;
     const worker = new Worker(__filename, { workerData: { otlpTracesUrl: this.url } });
     this.worker = worker;
@@ -46,7 +46,6 @@ class WorkerExporter {
     });
     worker.on('error', (error) => this.failAll(String(error)));
     worker.on('exit', () => this.failAll('the trace exporter worker exited'));
-    return worker;
   }
 
   export(spans, resultCallback) {
