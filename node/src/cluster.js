@@ -133,6 +133,11 @@ async function runPrimary(prog, settings, ready) {
   let stopping = false;
   let failed = false;
   let listening = 0;
+  // Counted here, not read from cluster.workers: node:cluster lists a worker until its channel
+  // has closed too, which can come after its process's 'exit' (the last 'exit' would then see
+  // a worker listed, and the primary wait for ever: the likely cause of a CI run whose cluster
+  // arm of `wirelab perf eventloop` did not exit within 30 s of SIGTERM).
+  let running = settings.workers;
   cluster.on('listening', () => {
     listening += 1;
     if (listening === settings.workers) console.log(ready);
@@ -144,7 +149,8 @@ async function runPrimary(prog, settings, ready) {
       failed = true;
       for (const w of Object.values(cluster.workers)) w.process.kill('SIGTERM');
     }
-    if (Object.keys(cluster.workers).length === 0) {
+    running -= 1;
+    if (running === 0) {
       metricsServer.close();
       metricsServer.closeAllConnections();
       process.exit(failed ? 1 : 0);

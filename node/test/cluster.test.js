@@ -4,6 +4,7 @@
 const test = require('node:test');
 const assert = require('node:assert/strict');
 const http = require('node:http');
+const path = require('node:path');
 const { execFileSync } = require('node:child_process');
 const grpc = require('@grpc/grpc-js');
 const proto = require('../src/proto');
@@ -173,6 +174,25 @@ test('gRPC, 2 workers: calls over several channels counted once, SIGTERM exits 0
   assert.equal(valueOf(page, 'wirelab_server_info{protocol="grpc",concurrency="cluster-2",fanout="none",client="none"}'), 1);
   child.kill('SIGTERM');
   assert.equal(await child.exited, 0, child.output);
+});
+
+test('the primary exits once its workers have, though their channels outlive them', async (t) => {
+  // Each worker's channel stays open after its process exits (fixtures/hold-channel.js), so
+  // node:cluster still lists the worker when its 'exit' comes.
+  const child = start('rest/main.js', {
+    WIRELAB_REST_PORT: String(await freePort()), WIRELAB_METRICS_PORT: String(await freePort()), WIRELAB_NODE_WORKERS: '2',
+    NODE_OPTIONS: `--require ${path.join(__dirname, 'fixtures', 'hold-channel.js')}`,
+  });
+  t.after(() => {
+    for (const [, pid] of child.output.matchAll(/channel held by (\d+)/g)) {
+      try { process.kill(Number(pid), 'SIGKILL'); } catch { /* gone already */ }
+    }
+  });
+  await until(() => child.output.includes('REST on'));
+  child.kill('SIGTERM');
+  const late = new Promise((resolve) => setTimeout(() => resolve('still running 20 s after SIGTERM'), 20000).unref());
+  assert.equal(await Promise.race([child.exited, late]), 0, child.output);
+  assert.equal(child.output.match(/channel held by \d+/g).length, 2, child.output);
 });
 
 test('a worker that dies takes the service down: exit 1, saying which', async () => {
