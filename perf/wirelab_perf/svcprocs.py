@@ -9,7 +9,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -75,9 +75,13 @@ class Service:
 
 
 @contextmanager
-def running(cmd: Sequence[str], cpu: int, ready: Callable[[], None]) -> Iterator[psutil.Process]:
+def running(
+    cmd: Sequence[str], cpu: int, ready: Callable[[], None], stop_within: float = 30
+) -> Iterator[psutil.Process]:
     """``cmd`` pinned to ``cpu``, yielded once ``ready()`` returns; SIGTERM at the end, and the
-    tail of its stderr printed if it then exits non-zero."""
+    tail of its stderr printed if it then exits non-zero. One still running ``stop_within``
+    seconds after the SIGTERM is killed with its children, and the run fails saying so: a
+    benchmark leaves no service behind."""
     # A file, not a pipe: nobody reads stderr while the service runs, and a full pipe would
     # stall a service that logs under load (an overload or soak run) on its next line.
     with tempfile.TemporaryFile() as err:
@@ -86,8 +90,21 @@ def running(cmd: Sequence[str], cpu: int, ready: Callable[[], None]) -> Iterator
             ready()
             yield psutil.Process(proc.pid)
         finally:
+            try:
+                family = psutil.Process(proc.pid).children(recursive=True)
+            except psutil.Error:  # gone already
+                family = []
             proc.send_signal(signal.SIGTERM)
-            proc.wait(timeout=30)
+            try:
+                proc.wait(timeout=stop_within)
+            except subprocess.TimeoutExpired:
+                for left in [*family, psutil.Process(proc.pid)]:
+                    with suppress(psutil.NoSuchProcess):
+                        left.kill()
+                proc.wait()
+                raise RuntimeError(
+                    f"{' '.join(cmd)} still ran {stop_within:g} s after SIGTERM; killed"
+                ) from None
             if proc.returncode:
                 err.seek(max(0, err.seek(0, os.SEEK_END) - 1000))
                 tail = err.read().decode(errors="replace")
