@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
@@ -74,6 +75,21 @@ class Service:
         return bool(self.process.is_running()) and self.process.status() != psutil.STATUS_ZOMBIE
 
 
+def gone_within(procs: Sequence[psutil.Process], seconds: float) -> None:
+    """Wait until each of ``procs`` has exited (or is a zombie: a killed grandchild may be
+    reparented to an init that does not reap it), for at most ``seconds``."""
+    deadline = time.monotonic() + seconds
+
+    def gone(p: psutil.Process) -> bool:
+        try:
+            return bool(p.status() == psutil.STATUS_ZOMBIE)
+        except psutil.NoSuchProcess:
+            return True
+
+    while not all(gone(p) for p in procs) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
 @contextmanager
 def running(
     cmd: Sequence[str], cpu: int, ready: Callable[[], None], stop_within: float = 30
@@ -98,10 +114,12 @@ def running(
             try:
                 proc.wait(timeout=stop_within)
             except subprocess.TimeoutExpired:
-                for left in [*family, psutil.Process(proc.pid)]:
+                for left in family:
                     with suppress(psutil.NoSuchProcess):
                         left.kill()
+                proc.kill()
                 proc.wait()
+                gone_within(family, 10)
                 raise RuntimeError(
                     f"{' '.join(cmd)} still ran {stop_within:g} s after SIGTERM; killed"
                 ) from None
