@@ -75,18 +75,19 @@ class Service:
         return bool(self.process.is_running()) and self.process.status() != psutil.STATUS_ZOMBIE
 
 
+def gone(pid: int) -> bool:
+    """Whether process ``pid`` has exited: no such process, or a zombie (a killed grandchild may
+    be reparented to an init that does not reap it)."""
+    try:
+        return bool(psutil.Process(pid).status() == psutil.STATUS_ZOMBIE)
+    except psutil.NoSuchProcess:
+        return True
+
+
 def gone_within(procs: Sequence[psutil.Process], seconds: float) -> None:
-    """Wait until each of ``procs`` has exited (or is a zombie: a killed grandchild may be
-    reparented to an init that does not reap it), for at most ``seconds``."""
+    """Wait until each of ``procs`` is ``gone``, for at most ``seconds``."""
     deadline = time.monotonic() + seconds
-
-    def gone(p: psutil.Process) -> bool:
-        try:
-            return bool(p.status() == psutil.STATUS_ZOMBIE)
-        except psutil.NoSuchProcess:
-            return True
-
-    while not all(gone(p) for p in procs) and time.monotonic() < deadline:
+    while not all(gone(p.pid) for p in procs) and time.monotonic() < deadline:
         time.sleep(0.05)
 
 

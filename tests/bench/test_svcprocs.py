@@ -7,9 +7,8 @@ import sys
 import time
 from pathlib import Path
 
-import psutil
 import pytest
-from wirelab_perf.svcprocs import SERVER_CPU, running
+from wirelab_perf.svcprocs import SERVER_CPU, gone, running
 
 pytestmark = pytest.mark.integration
 
@@ -48,11 +47,11 @@ def test_a_service_that_ignores_sigterm_is_killed_with_its_children(tmp_path: Pa
     ):
         pass
     for pid in pids_in(started, 2):
-        assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+        assert gone(pid)
 
 
 def test_a_service_that_stops_on_sigterm_is_waited_for(tmp_path: Path) -> None:
     cmd = [sys.executable, "-c", "import time; time.sleep(60)"]
     with running(cmd, SERVER_CPU, lambda: None) as proc:
         pid = proc.pid
-    assert not psutil.pid_exists(pid)
+    assert gone(pid)
