@@ -166,6 +166,19 @@ function detailOf(body, status) {
   return http.STATUS_CODES[status] || '';
 }
 
+// A pooled connection idle this long is closed, not reused (via_rest.py's IDLE_SECONDS). A
+// Python downstream (uvicorn) closes one idle for 5 s and says nothing of it in its replies; an
+// order sent on a connection it is closing gets no reply (a 502 here), and a POST is not retried.
+// A Node downstream announces its 5 s (Keep-Alive: timeout=5), which the agent honours less 1 s.
+const IDLE_MS = 4000;
+
+/** One agent for the process: keep-alive connections are reused call after call, and enough are
+ * kept that a burst of concurrent orders does not close and reopen them (as via_rest.py). A free
+ * connection idle ``idleMs`` is closed (an agent's timeout destroys only free sockets). */
+function restAgent(idleMs = IDLE_MS) {
+  return new http.Agent({ keepAlive: true, maxFreeSockets: 256, timeout: idleMs });
+}
+
 /** One REST service (``http://host:port``), reached through the process's keep-alive agent. */
 class RestDownstream {
   constructor(target, agent, families, tracing) {
@@ -514,9 +527,7 @@ function buildRelay(settings, protocol, registry, tracing = null) {
   const families = registry === null ? null : clientFamilies(registry, tracing !== null);
   let downstreams;
   if (protocol === 'rest') {
-    // One agent for the process: keep-alive connections are reused call after call, and enough
-    // are kept that a burst of concurrent orders does not close and reopen them (as via_rest.py).
-    const agent = new http.Agent({ keepAlive: true, maxFreeSockets: 256 });
+    const agent = restAgent();
     downstreams = targets.map((t) => new RestDownstream(t, agent, families, tracing));
   } else {
     const maxMessage = settings.limits.maxPayloadBytes + 1024 * 1024;
@@ -531,4 +542,4 @@ function buildRelay(settings, protocol, registry, tracing = null) {
   });
 }
 
-module.exports = { DEADLINE_HEADER, DownstreamError, EXPIRED, Relay, buildRelay };
+module.exports = { DEADLINE_HEADER, DownstreamError, EXPIRED, IDLE_MS, Relay, buildRelay, restAgent };

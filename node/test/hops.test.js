@@ -7,7 +7,7 @@ const http = require('node:http');
 const grpc = require('@grpc/grpc-js');
 const contract = require('../src/contract');
 const core = require('../src/core');
-const { buildRelay } = require('../src/hops');
+const { IDLE_MS, buildRelay, restAgent } = require('../src/hops');
 const { eventually, freePort, sample, services, start, testSettings } = require('./helpers');
 
 const { restService, grpcService, opened } = services(test);
@@ -247,4 +247,41 @@ test('a downstream that drops the connection mid-reply is unavailable, counted c
   assert.equal(r.status, 502);
   assert.match(JSON.parse(r.text).detail, /^downstream cut is unavailable/);
   assert.equal(await eventually(() => clientRequests(a.metrics, 'rest', 'cut', 'connection_error'), 1), 1);
+});
+
+test('REST relays close an idle connection before the downstream would, and never a busy one', async () => {
+  // A server that, as uvicorn, closes idle connections without saying when (no Keep-Alive hint):
+  // its answer is the port of the connection the call came on, after ``?ms`` of work.
+  const server = http.createServer((req, res) => {
+    req.resume();
+    req.on('end', () => setTimeout(() => res.end(String(req.socket.remotePort)), Number(new URL(req.url, 'http://x').searchParams.get('ms'))));
+  });
+  server.keepAliveTimeout = 0;
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  opened.push(() => new Promise((resolve) => {
+    server.closeAllConnections();
+    server.close(resolve);
+  }));
+  const agent = restAgent(300);
+  opened.push(() => agent.destroy());
+  const port = (ms = 0) => new Promise((resolve, reject) => {
+    const req = http.request(`http://127.0.0.1:${server.address().port}/?ms=${ms}`, { method: 'POST', agent }, (res) => {
+      const parts = [];
+      res.on('data', (p) => parts.push(p));
+      res.on('end', () => {
+        assert.equal(res.headers['keep-alive'], undefined);
+        resolve(Buffer.concat(parts).toString());
+      });
+    });
+    req.on('error', reject);
+    req.end('{}');
+  });
+  const first = await port();
+  assert.equal(await port(900), first, 'a call longer than the idle time keeps its connection');
+  await new Promise((resolve) => setTimeout(resolve, 800));
+  assert.notEqual(await port(), first);
+  const relay = buildRelay({ ...testSettings(), downstream: ['http://b:8000'] }, 'rest', null);
+  assert.equal(relay.downstreams[0].agent.options.timeout, IDLE_MS);
+  assert.ok(IDLE_MS < 5000, "under uvicorn's and Node's 5 s keep-alive");
+  relay.downstreams[0].close();
 });

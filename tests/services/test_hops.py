@@ -16,10 +16,11 @@ import grpc
 import grpc.aio
 import httpx
 import pytest
+import uvicorn
 from prometheus_client import CollectorRegistry
 from wirelab import settings as knobs
 from wirelab.core import split_note
-from wirelab.hops import DEADLINE_HEADER, build_relay
+from wirelab.hops import DEADLINE_HEADER, build_relay, via_rest
 from wirelab.metrics import ServerMetrics
 from wirelab.rest.app import create_app
 from wirelab.rpc.server import build_aio
@@ -176,6 +177,43 @@ def test_rest_the_callers_deadline_bounds_the_downstream_call(rest_b: Hop, clien
         assert time.perf_counter() - started < 1.5
         assert answer.status_code == 504
         assert _outgoing(a.registry, "rest", "timeout") == 1
+
+
+async def _client_port(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """An ASGI app that answers with the port its caller's connection comes from."""
+    if scope["type"] == "lifespan":
+        while (await receive())["type"] != "lifespan.shutdown":
+            await send({"type": "lifespan.startup.complete"})
+        await send({"type": "lifespan.shutdown.complete"})
+        return
+    while (await receive()).get("more_body"):
+        pass
+    port = str(scope["client"][1]).encode()
+    await send({"type": "http.response.start", "status": 200, "headers": []})
+    await send({"type": "http.response.body", "body": port})
+
+
+def test_rest_relays_drop_a_connection_before_the_server_would(client: str) -> None:
+    """An order sent on a connection the server is closing for idleness gets no reply, a 502 a
+    POST cannot retry: the relay's client closes an idle connection first (via_rest.py)."""
+    assert uvicorn.Config(_client_port).timeout_keep_alive > via_rest.IDLE_SECONDS
+
+    async def ports(url: str, idle: float) -> list[bytes]:
+        pooled = via_rest.CLIENTS[client](idle=idle)
+        try:
+            answered = []
+            for pause in (0, 0, idle + 0.5):
+                await asyncio.sleep(pause)
+                status, body, _ = await pooled.post(url, b"{}", {}, timeout=10)
+                assert status == 200
+                answered.append(body)
+            return answered
+        finally:
+            await pooled.close()
+
+    with in_thread(_client_port) as url:
+        first, kept, after_idle = asyncio.run(ports(url, idle=1.0))
+    assert first == kept != after_idle
 
 
 # ------------------------------------------------------------------------------------- gRPC

@@ -22,6 +22,14 @@ from wirelab.traces import Tracing
 
 _HEADERS = {"content-type": "application/json", "user-agent": "wirelab-hop"}
 
+# A pooled connection idle this long is closed by the client, not reused. The servers close one
+# idle for 5 s (uvicorn's and Node's defaults; uvicorn says nothing of it in its replies). An
+# order sent on a connection the server is closing fails with no reply (a 502 at this hop), and
+# a POST is not retried: with aiohttp's own 15 s, orders sent about 5 s after the last ones
+# failed so, in CI's order chain too. nginx keeps its upstream connections 4 s for the same
+# reason (topologies/lb).
+IDLE_SECONDS = 4.0
+
 
 class Unreachable(Exception):
     """No connection carried the call; the client library's own error is its cause."""
@@ -43,12 +51,13 @@ class Client(Protocol):
 class HttpxClient:
     name = "httpx"
 
-    def __init__(self) -> None:
+    def __init__(self, idle: float = IDLE_SECONDS) -> None:
         # Enough keep-alive connections that a burst of concurrent orders does not close and
         # reopen them.
-        self._client = httpx.AsyncClient(
-            limits=httpx.Limits(max_connections=None, max_keepalive_connections=256)
+        limits = httpx.Limits(
+            max_connections=None, max_keepalive_connections=256, keepalive_expiry=idle
         )
+        self._client = httpx.AsyncClient(limits=limits)
 
     async def post(
         self, url: str, body: bytes, headers: dict[str, str], timeout: float
@@ -68,16 +77,18 @@ class HttpxClient:
 class AiohttpClient:
     name = "aiohttp"
 
-    def __init__(self) -> None:
+    def __init__(self, idle: float = IDLE_SECONDS) -> None:
         # A session belongs to the event loop it is made in: made by the first call.
         self._session: aiohttp.ClientSession | None = None
+        self._idle = idle
 
     async def post(
         self, url: str, body: bytes, headers: dict[str, str], timeout: float
     ) -> tuple[int, bytes, str]:
         if self._session is None:
             # No cap on connections (limit=0), as httpx's pool above; idle ones kept.
-            self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
+            connector = aiohttp.TCPConnector(limit=0, keepalive_timeout=self._idle)
+            self._session = aiohttp.ClientSession(connector=connector)
         try:
             async with self._session.post(
                 url, data=body, headers=headers, timeout=aiohttp.ClientTimeout(total=timeout)
