@@ -7,7 +7,6 @@
 const test = require('node:test');
 const assert = require('node:assert/strict');
 const http = require('node:http');
-const { EventEmitter } = require('node:events');
 const path = require('node:path');
 const { spawnSync } = require('node:child_process');
 const grpc = require('@grpc/grpc-js');
@@ -15,7 +14,7 @@ const WebSocket = require('ws');
 const { InMemorySpanExporter } = require('@opentelemetry/sdk-trace-base');
 const { SpanKind, SpanStatusCode } = require('@opentelemetry/api');
 const traces = require('../src/traces');
-const { eventually, sample, services, start, testSettings } = require('./helpers');
+const { eventually, sample, services, start, testSettings, until } = require('./helpers');
 
 const { restService, grpcService } = services(test);
 
@@ -33,9 +32,10 @@ function traced(protocol, service, ratio = 1, downstream = []) {
   return {
     tracing,
     async spans() {
-      await tracing.provider.forceFlush();
+      await tracing.forceFlush();
       return exporter.getFinishedSpans();
     },
+    exported: () => exporter.getFinishedSpans(),
     async one(kind) {
       const found = (await this.spans()).filter((s) => s.kind === kind);
       assert.equal(found.length, 1, JSON.stringify(found.map((s) => [s.name, s.kind])));
@@ -149,6 +149,43 @@ test('an order through a REST relay is one trace across both hops', async () => 
   assert.equal(aClient.attributes['url.full'], `${bService.url}/v1/orders`);
   assert.deepEqual(labelsOf(aClient), { 'wirelab.protocol': 'rest', 'wirelab.kind': 'unary', 'wirelab.service': 'rest', 'wirelab.runtime': 'node' });
   assert.equal(bServer.attributes['wirelab.service'], 'rest-b');
+});
+
+test('a caller\'s tracestate travels on with its trace, on each kept span and to the downstream', async () => {
+  const b = traced('rest', 'rest-b');
+  const bService = await restService({}, b.tracing);
+  const a = traced('rest', 'rest', 1, [bService.url]);
+  const aService = await restService({ downstream: [bService.url] }, a.tracing);
+  const r = await post(aService.url, '/v1/orders', { order: ORDER }, { traceparent: PARENT, tracestate: 'lab=1,other=x' });
+  assert.equal(r.status, 200, r.text);
+  for (const span of [await a.one(SpanKind.SERVER), await a.one(SpanKind.CLIENT), await b.one(SpanKind.SERVER)]) {
+    assert.equal(span.spanContext().traceId, PARENT_TRACE);
+    assert.equal(span.spanContext().traceState.serialize(), 'lab=1,other=x', span.name);
+  }
+});
+
+test('kept spans are made in a batch once their calls end, with the calls\' own times', async () => {
+  const b = traced('rest', 'rest-b');
+  clearInterval(b.tracing.flusher); // the batch below is made by hand
+  const { url } = await restService({}, b.tracing);
+  const before = Date.now();
+  assert.equal((await post(url, '/v1/orders', { order: ORDER, work_ms: 60 })).status, 200);
+  const after = Date.now();
+  // The SDK has no span yet: the call's is noted, not started, until the next batch.
+  await b.tracing.provider.forceFlush();
+  assert.equal(b.exported().length, 0);
+  const span = await b.one(SpanKind.SERVER);
+  const ms = ([s, ns]) => s * 1000 + ns / 1e6;
+  assert.ok(ms(span.duration) >= 60, `${ms(span.duration)} ms`);
+  assert.ok(ms(span.startTime) >= before - 5 && ms(span.endTime) <= after + 5, JSON.stringify([before, span.startTime, span.endTime, after]));
+  // Unattended, the batch is made within a second or so.
+  const c = traced('rest', 'rest-b');
+  const other = await restService({}, c.tracing);
+  assert.equal((await post(other.url, '/v1/orders', { order: ORDER })).status, 200);
+  await until(async () => {
+    await c.tracing.provider.forceFlush();
+    return c.exported().length === 1;
+  });
 });
 
 test('an unsampled REST edge sends its context flagged unsampled and keeps its downstream unsampled', async () => {
@@ -472,9 +509,8 @@ test('kept spans share their attribute sets, at most a bounded number of them', 
   assert.ok(tracing.attributes.size <= 1000, `${tracing.attributes.size} attribute sets kept`);
   // The SDK copies a set: a span's own attribute never reaches the next span of the route.
   for (const status of [500, 200]) {
-    const res = Object.assign(new EventEmitter(), { statusCode: status, writableFinished: true });
-    tracing.restServer({ method: 'POST', headers: {}, httpVersion: '1.1' }, res, '/v1/orders', 'unary');
-    res.emit('close');
+    const res = { statusCode: status, writableFinished: true };
+    tracing.restEnded(tracing.restServer({ method: 'POST', headers: {}, httpVersion: '1.1' }, res, '/v1/orders', 'unary'), res);
   }
   const codes = (await spans()).map((s) => s.attributes['http.response.status_code']);
   assert.deepEqual(codes, [500, 200]);

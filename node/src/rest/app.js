@@ -481,6 +481,7 @@ function createRestServer(settings, metrics, relay = null, tracing = null) {
       held = 0;
       if (res.writableFinished) call.finish(contract.httpOutcome(res.statusCode), String(res.statusCode));
       else call.finish(bodyTimedOut ? 'timeout' : 'cancelled', bodyTimedOut ? '408' : '499');
+      if (trace !== null) tracing.restEnded(trace, res);
     });
     // At most restMaxConcurrentCalls calls at once (rest/concurrency.py): past it 503 at once,
     // with Retry-After, counted; /healthz stays answerable (answered above).
