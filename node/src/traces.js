@@ -30,8 +30,9 @@
 // fields (KeptSpan: name, ids, parent, shared attributes, start and end times, status), and the
 // SDK's spans are made from these, with those times and ids, in a batch once a second
 // (Tracing.flush). The SDK's spans started and ended among the calls were most of what a kept
-// call cost: Node REST at ratio 0.01 kept 0.90-0.92 of traces off with them, 0.945-0.961 with the
-// same spans made in a batch, near the decision alone, 0.96 (docs/traces.md#where-the-kept-spans-cost-is).
+// call cost: Node REST at ratio 0.01 kept 0.904 and 0.909 of traces off with them, 0.925-0.944
+// with the batch, against 0.96 for the decision alone (`wirelab perf node --compare traces
+// --protocols rest`, 29 Nov; docs/traces.md#the-kept-spans-in-a-batch).
 const RUNTIME = 'node';
 // Where an OTLP/HTTP receiver takes spans, under WIRELAB_TRACES_ENDPOINT (OTLP's own path).
 const TRACES_PATH = '/v1/traces';
