@@ -114,7 +114,7 @@ class Tracing {
    * KeptSpan when the trace is kept; null when the call is not kept and the service calls no
    * downstream (nothing would read its context: an exemplar is taken of a kept call only). The
    * decision is the SDK's ParentBased(TraceIdRatioBased) sampler's, made here first. */
-  serverSpan(name, carrier, getter, attributes = null) {
+  serverSpan(name, carrier, getter) {
     const { api, propagator } = this.otel;
     let parent = api.ROOT_CONTEXT;
     let caller;
@@ -132,7 +132,8 @@ class Tracing {
       if ((caller.traceFlags & SAMPLED) === 0) return this.relays ? this.unsampled(parent, caller.traceId, caller.traceState) : null;
       traceId = caller.traceId;
     }
-    const span = new KeptSpan(this, name, api.SpanKind.SERVER, parent, caller, traceId, this.ids.generateSpanId(), attributes);
+    // Its attributes are the hook's (restServer, websocketServer, grpcServer).
+    const span = new KeptSpan(this, name, api.SpanKind.SERVER, parent, caller, traceId, this.ids.generateSpanId(), null);
     return { span, context: api.trace.setSpan(parent, span) };
   }
 
