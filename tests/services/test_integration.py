@@ -62,7 +62,30 @@ def launch(
     env: dict[str, str] | None = None,
 ) -> Service:
     """``command`` (a service of ``protocol``, configured by WIRELAB_* variables) on free loopback
-    ports, returned once ``healthy(environment, port)``; its output goes to a log in ``tmp``."""
+    ports, returned once ``healthy(environment, port)``; its output goes to a log in ``tmp``. A
+    port found free can be taken before the service binds it (by the other test worker, or as an
+    outgoing connection's ephemeral port: seen in CI); the service then says it cannot listen and
+    is started again on new ports, twice at most."""
+    for attempt in range(3):
+        try:
+            return _launch(command, protocol, tmp, healthy, env)
+        except _PortTaken:
+            if attempt == 2:
+                raise
+    raise AssertionError("unreachable")
+
+
+class _PortTaken(AssertionError):
+    """The service could not listen on a port found free a moment before."""
+
+
+def _launch(
+    command: list[str],
+    protocol: str,
+    tmp: Path,
+    healthy: Callable[[dict[str, str], int], bool],
+    env: dict[str, str] | None,
+) -> Service:
     port = free_port()
     metrics_port = free_port()
     knob = "WIRELAB_REST_PORT" if protocol == "rest" else "WIRELAB_GRPC_PORT"
@@ -81,7 +104,10 @@ def launch(
     deadline = time.monotonic() + 20
     try:
         while not healthy(environ, port):
-            assert proc.poll() is None, log.read_text()
+            if proc.poll() is not None:
+                said = log.read_text()
+                taken = "cannot listen for" in said and "in use" in said
+                raise (_PortTaken if taken else AssertionError)(said)
             assert time.monotonic() < deadline, f"{command} not healthy: {log.read_text()}"
             time.sleep(0.2)
     except BaseException:
@@ -198,6 +224,28 @@ def test_port_in_use_fails_loudly(module: str, tmp: Path) -> None:
         assert b"cannot listen" in second.stderr and str(first.port).encode() in second.stderr
     finally:
         assert first.stop() == 0
+
+
+def test_a_port_taken_before_the_service_binds_it_is_replaced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The tests' own launcher: a port found free and taken before the service binds it (seen
+    in CI) starts the service again on new ports, rather than failing the test."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = int(taken.getsockname()[1])
+        unused = free_port
+        ports = iter([port])
+        monkeypatch.setattr(sys.modules[__name__], "free_port", lambda: next(ports, 0) or unused())
+        service = start("wirelab.rest", tmp_path)
+    try:
+        assert service.port != port
+        refused, serving = sorted(tmp_path.glob("*.log"), key=lambda p: p.stat().st_mtime)
+        assert "cannot listen for" in refused.read_text()
+        assert f"-{service.port}-" in serving.name
+    finally:
+        assert service.stop() == 0
 
 
 def _read_rest_stream(port: int, out: list[int]) -> None:
