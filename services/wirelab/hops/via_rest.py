@@ -26,8 +26,8 @@ _HEADERS = {"content-type": "application/json", "user-agent": "wirelab-hop"}
 # idle for 5 s (uvicorn's and Node's defaults; uvicorn says nothing of it in its replies). An
 # order sent on a connection the server is closing fails with no reply (a 502 at this hop), and
 # a POST is not retried: with aiohttp's own 15 s, orders sent about 5 s after the last ones
-# failed so, in CI's order chain too. nginx keeps its upstream connections 4 s for the same
-# reason (topologies/lb).
+# failed so (most likely CI's 502s in a-to-b too). nginx keeps its upstream connections 4 s for
+# the same reason (topologies/lb).
 IDLE_SECONDS = 4.0
 
 
