@@ -9,6 +9,9 @@
 // share node:http's and node:stream's functions with every response, and V8 deoptimizes them
 // ("wrong map", node --trace-deopt) each time the exporter runs. A worker has its own V8 isolate:
 // exporting from one, REST kept 0.961 at ratio 0.001 against 0.908 from its own thread, in turn.
+// The SDK's spans themselves are made on the service's thread (traces.js's Tracing.flush): made in
+// this worker from plain records instead, REST kept 0.820-0.844 against 0.926 (the same command,
+// 29 Nov, in turn; docs/traces.md#the-kept-spans-in-a-batch).
 const { Worker, isMainThread, parentPort, workerData } = require('node:worker_threads');
 
 const FAILED = 1; // @opentelemetry/core's ExportResultCode.FAILED
