@@ -19,6 +19,8 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.bench.lab import running_services
+
 REPO = Path(__file__).resolve().parents[2]
 LOCUSTFILE = REPO / "locust" / "locustfile.py"
 LOCUST_CONF = REPO / "locust" / "locust.conf"
@@ -73,24 +75,10 @@ class Services:
 
 @pytest.fixture(scope="session")
 def services(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Services]:
-    logs = tmp_path_factory.mktemp("services")
-    rest_port, grpc_port = free_port(), free_port()
-    started = []
-    for module, port_flag, port in (
-        ("wirelab.rest", "--rest-port", rest_port),
-        ("wirelab.rpc", "--grpc-port", grpc_port),
-    ):
-        log = (logs / f"{module}.log").open("wb")
-        args = [sys.executable, "-m", module, "--host", "127.0.0.1", port_flag, str(port)]
-        args += ["--metrics-port", str(free_port())]
-        started.append(subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT))
-    try:
-        wait_for("REST", lambda: get(f"http://127.0.0.1:{rest_port}/healthz") != b"")
-        wait_for("gRPC", lambda: socket.create_connection(("127.0.0.1", grpc_port), 1) is not None)
-        yield Services(f"http://127.0.0.1:{rest_port}", f"127.0.0.1:{grpc_port}")
-    finally:
-        for process in started:
-            stop(process)
+    """Both services on free ports, healthy and listening on their own ones (a port found free
+    can be taken before a service binds it: the runner's tests' launcher starts them again)."""
+    with running_services(tmp_path_factory.mktemp("services")) as found:
+        yield Services(found.rest_url, found.grpc_target)
 
 
 @dataclass
