@@ -15,6 +15,7 @@
 const { Worker, isMainThread, parentPort, workerData } = require('node:worker_threads');
 
 const FAILED = 1; // @opentelemetry/core's ExportResultCode.FAILED
+const WORKER_EXITED = 'the trace exporter worker exited';
 
 /** A span exporter for the SDK's BatchSpanProcessor whose requests leave from a worker. The
  * worker and the serializer are started by the first export, not before, so a service that keeps
@@ -28,6 +29,7 @@ class WorkerExporter {
     this.worker = null; // started() makes it
     this.serializer = null;
     this.stopped = false;
+    this.exited = false; // the worker is gone: a later export fails at once, not after a timeout
     this.waiting = new Map(); // request id -> the SDK's callback or a flush's or shutdown's resolve
     this.next = 0;
   }
@@ -48,12 +50,21 @@ class WorkerExporter {
       done(result);
     });
     worker.on('error', (error) => this.failAll(String(error)));
-    worker.on('exit', () => this.failAll('the trace exporter worker exited'));
+    worker.on('exit', () => {
+      this.exited = true;
+      this.failAll(WORKER_EXITED);
+    });
   }
 
   export(spans, resultCallback) {
     if (this.stopped) {
       resultCallback({ code: FAILED, error: new Error('the trace exporter is shut down') });
+      return;
+    }
+    if (this.exited) {
+      // Asked of a dead worker, the batch processor would wait out its export timeout (30 s)
+      // for every batch, holding each batch's spans meanwhile.
+      resultCallback({ code: FAILED, error: new Error(WORKER_EXITED) });
       return;
     }
     this.started();
@@ -72,13 +83,13 @@ class WorkerExporter {
   }
 
   forceFlush() {
-    if (this.worker === null) return Promise.resolve(); // nothing was ever exported
+    if (this.worker === null || this.exited) return Promise.resolve(); // nothing owed
     return new Promise((resolve) => this.ask({ flush: true }, resolve));
   }
 
   async shutdown() {
     this.stopped = true;
-    if (this.worker === null) return;
+    if (this.worker === null || this.exited) return;
     await new Promise((resolve) => this.ask({ shutdown: true }, resolve));
     await this.worker.terminate();
   }

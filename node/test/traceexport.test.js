@@ -105,6 +105,23 @@ test('the worker and the serializer start with the first export, not before', as
   assert.match(late.error.message, /shut down/);
 });
 
+test('a worker that is gone fails later exports at once, and flushes and shutdown wait for nothing', async (t) => {
+  const { url, received } = await receiver(t);
+  const exporter = new WorkerExporter(url);
+  assert.equal((await exported(exporter, spansOf(['a']))).code, SUCCESS);
+  const exited = new Promise((resolve) => exporter.worker.once('exit', resolve));
+  await exporter.worker.terminate();
+  await exited;
+  const began = Date.now();
+  const late = await exported(exporter, spansOf(['after it']));
+  assert.equal(late.code, FAILED);
+  assert.match(late.error.message, /exited/);
+  await exporter.forceFlush();
+  await exporter.shutdown();
+  assert.ok(Date.now() - began < 5000, `${Date.now() - began} ms`); // not the batch processor's 30 s
+  assert.equal(received.length, 1);
+});
+
 test('a service that keeps no span loads no exporter: no worker, no serializer, a shutdown that stops nothing', () => {
   // In a child node: this file has loaded the serializer itself.
   const { execFileSync } = require('node:child_process');
