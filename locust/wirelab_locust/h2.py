@@ -9,6 +9,7 @@ from __future__ import annotations
 import socket
 
 import httpx
+from wirelab.contract import CLIENT_IDLE_SECONDS
 
 
 class H2Response:
@@ -49,7 +50,10 @@ class H2Response:
 def h2c_client(base_url: str, timeout: float) -> httpx.Client:
     """One HTTP/2 connection (h2c, prior knowledge: no Upgrade round trip) per user, as each
     gRPC user has one channel. TCP_NODELAY as on the 1.1 path: h2 writes a request's HEADERS and
-    DATA frames separately, and a small DATA frame would otherwise wait on the delayed ACK."""
+    DATA frames separately, and a small DATA frame would otherwise wait on the delayed ACK. An
+    idle connection is closed before the server would close it, as on the 1.1 path
+    (wirelab.contract.CLIENT_IDLE_SECONDS; httpx's own expiry is the servers' 5 s)."""
     nodelay = [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]
-    transport = httpx.HTTPTransport(http1=False, http2=True, socket_options=nodelay)
+    limits = httpx.Limits(keepalive_expiry=CLIENT_IDLE_SECONDS)
+    transport = httpx.HTTPTransport(http1=False, http2=True, socket_options=nodelay, limits=limits)
     return httpx.Client(transport=transport, base_url=base_url, timeout=timeout)

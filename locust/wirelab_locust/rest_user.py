@@ -6,7 +6,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -21,15 +20,12 @@ from locust import FastHttpUser
 from wirelab_locust import content
 from wirelab_locust.h2 import H2Response, h2c_client
 from wirelab_locust.lab import LabUserMixin
+from wirelab_locust.pooling import expire_idle, no_delay
 from wirelab_locust.timing import Call, CallError, WrongAnswer
 
 _JSON = {"Content-Type": "application/json", "Accept": "application/json"}
 _OCTETS = {"Content-Type": "application/octet-stream"}
 _READ = 256 * 1024
-
-
-def _no_delay(sock: socket.socket) -> None:
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
 
 def open_websocket(url: str, timeout: float) -> websocket.WebSocket:
@@ -79,12 +75,11 @@ class RestLabUser(LabUserMixin, FastHttpUser):
         # Locust's session fires its own request events named after HTTP verbs; the raw pooled
         # connection (same geventhttpclient, same keep-alive) lets us time and name calls ourselves.
         self.http = self.client.client.clientpool.get_client(url)
-        # geventhttpclient leaves Nagle on and sends a chunked body as head, chunks and "0\r\n\r\n"
-        # in separate writes: a chunk under one segment then waits for the head's ACK, which
-        # the server delays 40 ms because it has nothing to send yet. That timer, not HTTP, made
-        # a 16 KiB upload_chunked take ~44 ms instead of ~0.4 ms. curl, CPython's http.client
-        # and gRPC set TCP_NODELAY; this hook is the one geventhttpclient offers for it.
-        self.http._connection_pool.after_connect = _no_delay  # type: ignore[method-assign]
+        # TCP_NODELAY on each connection, and none reused idle past the services' keep-alive
+        # (pooling.py says why of each).
+        pool = self.http._connection_pool
+        pool.after_connect = no_delay  # type: ignore[method-assign]
+        expire_idle(pool)
         self.prefix = url.path.rstrip("/")
         self.h2: httpx.Client | None = None
         self.h2_open: list[H2Response] = []

@@ -19,6 +19,7 @@ import pytest
 import uvicorn
 from prometheus_client import CollectorRegistry
 from wirelab import settings as knobs
+from wirelab.contract import CLIENT_IDLE_SECONDS
 from wirelab.core import split_note
 from wirelab.hops import DEADLINE_HEADER, build_relay, via_rest
 from wirelab.metrics import ServerMetrics
@@ -196,7 +197,7 @@ async def _client_port(scope: dict[str, Any], receive: Any, send: Any) -> None:
 def test_rest_relays_drop_a_connection_before_the_server_would(client: str) -> None:
     """An order sent on a connection the server is closing for idleness gets no reply, a 502 a
     POST cannot retry: the relay's client closes an idle connection first (via_rest.py)."""
-    assert uvicorn.Config(_client_port).timeout_keep_alive > via_rest.IDLE_SECONDS
+    assert uvicorn.Config(_client_port).timeout_keep_alive > CLIENT_IDLE_SECONDS
 
     async def ports(url: str, idle: float) -> list[bytes]:
         pooled = via_rest.CLIENTS[client](idle=idle)

@@ -14,21 +14,13 @@ import httpx
 from pydantic import ValidationError
 
 from wirelab import core
-from wirelab.contract import address_of, http_outcome, peer_of
+from wirelab.contract import CLIENT_IDLE_SECONDS, address_of, http_outcome, peer_of
 from wirelab.hops.outgoing import Families, Outgoing
 from wirelab.hops.relay import DEADLINE_HEADER, DownstreamError, no_reply, unreachable
 from wirelab.rest.models import OrderReply, OrderRequest
 from wirelab.traces import Tracing
 
 _HEADERS = {"content-type": "application/json", "user-agent": "wirelab-hop"}
-
-# A pooled connection idle this long is closed by the client, not reused. The servers close one
-# idle for 5 s (uvicorn's and Node's defaults; uvicorn says nothing of it in its replies). An
-# order sent on a connection the server is closing fails with no reply (a 502 at this hop), and
-# a POST is not retried: with aiohttp's own 15 s, orders sent about 5 s after the last ones
-# failed so (most likely CI's 502s in a-to-b too). nginx keeps its upstream connections 4 s for
-# the same reason (topologies/lb).
-IDLE_SECONDS = 4.0
 
 
 class Unreachable(Exception):
@@ -51,7 +43,7 @@ class Client(Protocol):
 class HttpxClient:
     name = "httpx"
 
-    def __init__(self, idle: float = IDLE_SECONDS) -> None:
+    def __init__(self, idle: float = CLIENT_IDLE_SECONDS) -> None:
         # Enough keep-alive connections that a burst of concurrent orders does not close and
         # reopen them.
         limits = httpx.Limits(
@@ -77,7 +69,7 @@ class HttpxClient:
 class AiohttpClient:
     name = "aiohttp"
 
-    def __init__(self, idle: float = IDLE_SECONDS) -> None:
+    def __init__(self, idle: float = CLIENT_IDLE_SECONDS) -> None:
         # A session belongs to the event loop it is made in: made by the first call.
         self._session: aiohttp.ClientSession | None = None
         self._idle = idle
