@@ -166,7 +166,7 @@ function detailOf(body, status) {
   return http.STATUS_CODES[status] || '';
 }
 
-// A pooled connection idle this long is closed, not reused (via_rest.py's IDLE_SECONDS). A
+// A pooled connection idle this long is closed, not reused (wirelab.contract's CLIENT_IDLE_SECONDS). A
 // Python downstream (uvicorn) closes one idle for 5 s and says nothing of it in its replies; an
 // order sent on a connection it is closing gets no reply (a 502 here), and a POST is not retried.
 // A Node downstream announces its 5 s (Keep-Alive: timeout=5), which the agent honours less 1 s.
