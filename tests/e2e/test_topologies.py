@@ -45,12 +45,14 @@ class Shape:
     node_extra: tuple[str, ...] = ()
 
 
-# The topologies booted with their Node.js wiring too: in CI a-to-b's only, to keep the run
-# short; WIRELAB_E2E_NODE_TOPOLOGIES="a-to-b cluster order-chain" adds the others' (the same
-# mechanism: the order chain's three hops each took about 50 s more, the cluster's balancer and
-# six replicas about 40 s).
+# The topologies booted with their Node.js wiring too: every one, so each arm of each topology is
+# one trace in both runtimes (the cluster and the order chain together, Node's edges and hops
+# included, took 3 min 47 s on 29 Nov 2026); WIRELAB_E2E_NODE_TOPOLOGIES names fewer for a
+# shorter run.
 NODE_TOPOLOGIES = set(
-    os.environ.get("WIRELAB_E2E_NODE_TOPOLOGIES", "a-to-b").replace(",", " ").split()
+    os.environ.get("WIRELAB_E2E_NODE_TOPOLOGIES", "a-to-b cluster order-chain")
+    .replace(",", " ")
+    .split()
 )
 
 
