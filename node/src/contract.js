@@ -67,6 +67,8 @@ module.exports = {
   CLIENT: DATA.client,
   CALLS: DATA.calls,
   CLIENT_OUTCOMES: [...DATA.outcomes, ...DATA.client_only_outcomes],
+  // A pooled connection idle this long is closed, not reused (the contract's client_idle_note).
+  CLIENT_IDLE_MS: DATA.client_idle_ms,
   addressOf,
   bucketsOf,
   peerOf,

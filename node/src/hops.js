@@ -166,11 +166,12 @@ function detailOf(body, status) {
   return http.STATUS_CODES[status] || '';
 }
 
-// A pooled connection idle this long is closed, not reused (wirelab.contract's CLIENT_IDLE_SECONDS). A
-// Python downstream (uvicorn) closes one idle for 5 s and says nothing of it in its replies; an
-// order sent on a connection it is closing gets no reply (a 502 here), and a POST is not retried.
-// A Node downstream announces its 5 s (Keep-Alive: timeout=5), which the agent honours less 1 s.
-const IDLE_MS = 4000;
+// A pooled connection idle this long is closed, not reused (contract/metrics.json's
+// client_idle_ms, as the Python relays'). A Python downstream (uvicorn) closes one idle for 5 s and
+// says nothing of it in its replies; an order sent on a connection it is closing gets no reply (a
+// 502 here), and a POST is not retried. A Node downstream announces its 5 s (Keep-Alive:
+// timeout=5), which the agent honours less 1 s.
+const IDLE_MS = contract.CLIENT_IDLE_MS;
 
 /** One agent for the process: keep-alive connections are reused call after call, and enough are
  * kept that a burst of concurrent orders does not close and reopen them (as via_rest.py). A free

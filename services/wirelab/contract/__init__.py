@@ -86,14 +86,9 @@ SERVER: dict[str, Family] = _families(_DATA["server"], _BUCKETS)
 CLIENT: dict[str, Family] = _families(_DATA["client"], _BUCKETS)
 
 
-# A pooled HTTP/1.1 connection idle this long is closed by the lab's clients (the REST relays,
-# Locust's REST user), not reused. The servers close one idle for 5 s (uvicorn's and Node's
-# defaults; uvicorn says nothing of it in its replies). A call sent on a connection the server is
-# closing fails with no reply, and a POST is not retried: with aiohttp's own 15 s, orders sent
-# about 5 s after the last ones failed so (most likely CI's 502s in a-to-b too), and so did
-# Locust's geventhttpclient's, whose pool drops a connection only once its close has arrived.
-# nginx keeps its upstream connections 4 s for the same reason (topologies/lb).
-CLIENT_IDLE_SECONDS = 4.0
+# A pooled HTTP/1.1 connection idle this long is closed by the lab's clients, not reused: the
+# servers close one idle for 5 s (the contract's client_idle_note says why).
+CLIENT_IDLE_SECONDS: float = _DATA["client_idle_ms"] / 1000
 
 
 def http_outcome(status: int) -> str:
