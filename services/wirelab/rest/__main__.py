@@ -63,6 +63,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(
             f"{PROG}: listening on {config.host}:{config.rest_port} (HTTP/2, Granian)", flush=True
         )
+        serving.settle()
         http2.run(app, config)
         if tracing is not None:
             tracing.shutdown()
@@ -85,6 +86,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     # makes a drained shutdown exit 0, like the gRPC service, instead of dying by SIGTERM.
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: None)
+    server.config.load()  # the app and uvicorn's protocols, before the heap is frozen
+    serving.settle()
     server.run(sockets=[sock])
     if tracing is not None:
         tracing.shutdown()

@@ -193,6 +193,7 @@ async def serve_aio(settings: Settings) -> None:
     # The metrics port is bound only once the API port is ours: a taken API port fails first.
     serving.serve_metrics(settings, PROG, metrics)
     await server.start()
+    serving.settle()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -250,6 +251,7 @@ def serve_sync(settings: Settings) -> None:
         _cannot_listen(settings, exc)
     serving.serve_metrics(settings, PROG, metrics)
     server.start()
+    serving.settle()
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
