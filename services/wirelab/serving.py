@@ -79,11 +79,11 @@ def settle() -> None:
     """Call once the service is built, just before it serves: what starting made (modules,
     classes, the app, about 65,000 tracked objects in the gRPC service) is collected once and
     frozen (``gc.freeze``), so a later full collection walks only what was made since, not the
-    whole heap. Without it a full collection of the gRPC service took 75 ms, and the calls'
-    promoted leftovers brought one about every few seconds under load: the metrics-on service,
-    one more tracked object per call than metrics off, reached one inside a measured round,
-    and `wirelab perf overhead --protocols grpc` (32 rounds over 16 process pairs, 29 Nov 2026)
-    read 0.945 where the frozen heap reads 0.972 and 0.975
+    whole heap. Without it a full collection of the gRPC service took 75 ms, and under load the
+    calls' promoted leftovers bring one again and again: the metrics-on service, one more
+    tracked object per call than metrics off, reached one inside a measured round (7.5 s after
+    it started), and `wirelab perf overhead --protocols grpc` (32 rounds over 16 process pairs,
+    29 Nov 2026) read 0.945-0.957 where the frozen heap reads 0.976 and 0.978
     (docs/services.md#observer-effect-metrics-on-vs-off)."""
     gc.collect()
     gc.freeze()
