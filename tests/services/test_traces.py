@@ -114,6 +114,40 @@ def test_off_loads_nothing_of_the_sdk() -> None:
     assert done.stdout.strip() == "[]"
 
 
+def test_fastapi_makes_no_spans_of_its_own() -> None:
+    """The REST service's spans are the lab's alone: with a global tracer provider set (a user's
+    OpenTelemetry setup), FastAPI's own telemetry, on by default since 0.165, makes no span of a
+    call through the service's app, where it does through a bare FastAPI app beside it."""
+    code = (
+        "from fastapi import FastAPI\n"
+        "from fastapi.testclient import TestClient\n"
+        "from opentelemetry import trace\n"
+        "from opentelemetry.sdk.trace import TracerProvider\n"
+        "from opentelemetry.sdk.trace.export import SimpleSpanProcessor\n"
+        "from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter\n"
+        "from wirelab.rest.app import create_app\n"
+        "from wirelab.settings import Settings\n"
+        "spans = InMemorySpanExporter()\n"
+        "provider = TracerProvider()\n"
+        "provider.add_span_processor(SimpleSpanProcessor(spans))\n"
+        "trace.set_tracer_provider(provider)\n"
+        "bare = FastAPI()\n"
+        "bare.post('/v1/orders')(lambda: {})\n"
+        f"order = {SMALL!r}\n"
+        "counts = []\n"
+        "for app in (create_app(Settings()), bare):\n"
+        "    with TestClient(app) as client:\n"
+        "        assert client.post('/v1/orders', json=order).status_code == 200\n"
+        "    counts.append(len(spans.get_finished_spans()))\n"
+        "    spans.clear()\n"
+        "print(*counts)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    ours, bare = done.stdout.split()
+    assert (ours, int(bare) > 0) == ("0", True), done.stdout
+
+
 @pytest.mark.parametrize(("text", "ok"), [("0", True), ("0.25", True), ("1", True), ("1.5", False)])
 def test_the_ratio_is_a_share(text: str, ok: bool) -> None:
     knob = next(k for k in traces_knobs() if k.name == "trace_sample_ratio")
