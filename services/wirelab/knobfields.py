@@ -54,7 +54,7 @@ class Fields:
     amqp_shape: str = "request-reply"
     amqp_prefetch: int = 512
     traces: bool = False
-    trace_sample_ratio: float = 0.01
+    trace_sample_ratio: float = 0.001
     traces_endpoint: str = "http://127.0.0.1:4318"
     service_name: str = ""
     limits: Limits = field(default_factory=Limits)
