@@ -90,6 +90,14 @@ def _trace(spans: Sequence[ReadableSpan]) -> set[int]:
     return {s.context.trace_id for s in spans if s.context is not None}
 
 
+def fresh_python(code: str) -> str:
+    """What ``code`` prints, run in an interpreter of its own: what it imports, and a global
+    tracer provider it sets, stay there."""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
 def test_off_loads_nothing_of_the_sdk() -> None:
     """WIRELAB_TRACES=off (the default): both services are built without importing
     OpenTelemetry's SDK or an instrumentation, so tracing off costs nothing."""
@@ -109,9 +117,7 @@ def test_off_loads_nothing_of_the_sdk() -> None:
         " 'opentelemetry.instrumentation', 'opentelemetry.exporter'))]\n"
         "print(loaded)\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "[]"
+    assert fresh_python(code).strip() == "[]"
 
 
 def test_fastapi_makes_no_spans_of_its_own() -> None:
@@ -142,10 +148,9 @@ def test_fastapi_makes_no_spans_of_its_own() -> None:
         "    spans.clear()\n"
         "print(*counts)\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stderr
-    ours, bare = done.stdout.split()
-    assert (ours, int(bare) > 0) == ("0", True), done.stdout
+    printed = fresh_python(code)
+    ours, bare = printed.split()
+    assert (ours, int(bare) > 0) == ("0", True), printed
 
 
 @pytest.mark.parametrize(("text", "ok"), [("0", True), ("0.25", True), ("1", True), ("1.5", False)])
