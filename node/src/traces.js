@@ -48,6 +48,15 @@ const MAX_ATTRIBUTE_SETS = 1000;
 // processor's export batch: a burst never overflows its queue of 2,048).
 const FLUSH_MS = 1000;
 const FLUSH_SPANS = 512;
+// The RPC attributes, still incubating in OpenTelemetry's semantic conventions, copied here as
+// @opentelemetry/semantic-conventions' README asks of code that uses incubating ones at run time
+// (its incubating entry point may change them in a minor version; loaded, it also took 2.2 MB of
+// the heap: process.memoryUsage().heapUsed after a full collection, before and after the require).
+// node/test/traces.test.js holds a gRPC span's attributes to these names.
+const ATTR_RPC_SYSTEM = 'rpc.system';
+const ATTR_RPC_SERVICE = 'rpc.service';
+const ATTR_RPC_METHOD = 'rpc.method';
+const ATTR_RPC_GRPC_STATUS_CODE = 'rpc.grpc.status_code';
 
 /** A kept span while its call runs, noted for the SDK's span made later (Tracing.flush): to the
  * API (a context's span, the propagator) it is a recording span of its trace and span ids.
@@ -109,11 +118,12 @@ class Tracing {
     this.bound = ratio >= 1 ? 0x100000000 : ratio <= 0 ? 0 : Math.floor(ratio * 0xffffffff);
   }
 
-  /** A server span named ``name``, its parent the W3C context in ``carrier`` (read by
-   * ``getter``): ``{span, context}``, ``context`` holding the span for the call's downstreams, a
-   * KeptSpan when the trace is kept; null when the call is not kept and the service calls no
-   * downstream (nothing would read its context: an exemplar is taken of a kept call only). The
-   * decision is the SDK's ParentBased(TraceIdRatioBased) sampler's, made here first. */
+  /** A server span named ``name`` (null: the hook names a kept span, so a call not kept makes
+   * no name), its parent the W3C context in ``carrier`` (read by ``getter``): ``{span,
+   * context}``, ``context`` holding the span for the call's downstreams, a KeptSpan when the
+   * trace is kept; null when the call is not kept and the service calls no downstream (nothing
+   * would read its context: an exemplar is taken of a kept call only). The decision is the SDK's
+   * ParentBased(TraceIdRatioBased) sampler's, made here first. */
   serverSpan(name, carrier, getter) {
     const { api, propagator } = this.otel;
     let parent = api.ROOT_CONTEXT;
@@ -220,9 +230,12 @@ class Tracing {
    * ended by ``restEnded`` when the response closes. */
   restServer(req, res, path, kind) {
     if (UNTRACED_PATHS.has(path)) return null;
-    const served = this.serverSpan(`${req.method} ${path}`, req.headers, this.otel.api.defaultTextMapGetter);
+    const served = this.serverSpan(null, req.headers, this.otel.api.defaultTextMapGetter);
     if (served === null) return null;
-    if (served.span instanceof KeptSpan) served.span.attributes = this.httpAttributes(req.method, path, req.httpVersion, kind);
+    if (served.span instanceof KeptSpan) {
+      served.span.name = `${req.method} ${path}`;
+      served.span.attributes = this.httpAttributes(req.method, path, req.httpVersion, kind);
+    }
     return served.context;
   }
 
@@ -245,10 +258,11 @@ class Tracing {
    * without a span (serverSpan). */
   websocketServer(req, path, kind) {
     if (UNTRACED_PATHS.has(path)) return null;
-    const served = this.serverSpan(`GET ${path}`, req.headers, this.otel.api.defaultTextMapGetter);
+    const served = this.serverSpan(null, req.headers, this.otel.api.defaultTextMapGetter);
     if (served === null) return null;
     const { span, context } = served;
     if (!(span instanceof KeptSpan)) return { context, end: null };
+    span.name = `GET ${path}`;
     span.attributes = this.httpAttributes('GET', path, req.httpVersion, kind);
     const key = this.otel.semconv.ATTR_HTTP_RESPONSE_STATUS_CODE;
     const end = once((status, failed = false) => {
@@ -266,19 +280,18 @@ class Tracing {
     if (served === null) return null;
     const { span, context } = served;
     if (!(span instanceof KeptSpan)) return { context, end: null };
-    const { incubating } = this.otel;
     span.attributes = this.attributesOf(`${method} ${kind}`, () => {
       const [service, name] = method.slice(1).split('/');
       return {
         ...this.labels,
-        [incubating.ATTR_RPC_SYSTEM]: 'grpc',
-        [incubating.ATTR_RPC_SERVICE]: service,
-        [incubating.ATTR_RPC_METHOD]: name,
+        [ATTR_RPC_SYSTEM]: 'grpc',
+        [ATTR_RPC_SERVICE]: service,
+        [ATTR_RPC_METHOD]: name,
         'wirelab.kind': kind,
       };
     });
     const end = once((code) => {
-      span.status(incubating.ATTR_RPC_GRPC_STATUS_CODE, code, code !== GRPC_OK && code !== GRPC_CANCELLED);
+      span.status(ATTR_RPC_GRPC_STATUS_CODE, code, code !== GRPC_OK && code !== GRPC_CANCELLED);
       span.end();
     });
     return { context, end };
@@ -322,15 +335,15 @@ class Tracing {
   /** A relay's gRPC call to ``target`` (host:port) in the order's trace, as OpenTelemetry's grpc
    * client interceptors make it in Python, as clientSpan: its end ``end(code)``, or null. */
   grpcClient(context, path, target, metadata) {
-    const { semconv, incubating } = this.otel;
+    const { semconv } = this.otel;
     const span = this.clientSpan(context, metadata, METADATA_SETTER, path, `${path} ${target}`, () => {
       const [service, name] = path.slice(1).split('/');
       const at = target.lastIndexOf(':');
       return {
         ...this.labels,
-        [incubating.ATTR_RPC_SYSTEM]: 'grpc',
-        [incubating.ATTR_RPC_SERVICE]: service,
-        [incubating.ATTR_RPC_METHOD]: name,
+        [ATTR_RPC_SYSTEM]: 'grpc',
+        [ATTR_RPC_SERVICE]: service,
+        [ATTR_RPC_METHOD]: name,
         [semconv.ATTR_SERVER_ADDRESS]: at > 0 ? target.slice(0, at) : target,
         ...(at > 0 ? { [semconv.ATTR_SERVER_PORT]: Number(target.slice(at + 1)) } : {}),
         'wirelab.kind': 'unary',
@@ -338,7 +351,7 @@ class Tracing {
     });
     if (span === null) return null;
     return once((code) => {
-      span.status(incubating.ATTR_RPC_GRPC_STATUS_CODE, code, code !== GRPC_OK);
+      span.status(ATTR_RPC_GRPC_STATUS_CODE, code, code !== GRPC_OK);
       span.end();
     });
   }
@@ -425,13 +438,11 @@ function start(settings, protocol, { exporter = null } = {}) {
   const { defaultResource, resourceFromAttributes } = require('@opentelemetry/resources');
   const sdk = require('@opentelemetry/sdk-trace-base');
   const semconv = require('@opentelemetry/semantic-conventions');
-  // rpc.system, rpc.service and rpc.grpc.status_code are still incubating in the conventions.
-  const incubating = require('@opentelemetry/semantic-conventions/incubating');
   const service = settings.serviceName || protocol;
   const labels = { 'wirelab.protocol': protocol, 'wirelab.service': service, 'wirelab.runtime': RUNTIME };
   const resource = defaultResource().merge(resourceFromAttributes({
     [semconv.ATTR_SERVICE_NAME]: service,
-    [incubating.ATTR_SERVICE_NAMESPACE]: 'wirelab',
+    [semconv.ATTR_SERVICE_NAMESPACE]: 'wirelab',
     ...labels,
   }));
   if (exporter === null) {
@@ -448,7 +459,7 @@ function start(settings, protocol, { exporter = null } = {}) {
     sampler: new sdk.ParentBasedSampler({ root: new sdk.TraceIdRatioBasedSampler(settings.traceSampleRatio) }),
     spanProcessors: [new sdk.BatchSpanProcessor(exporter)],
   });
-  const otel = { api, propagator: new W3CTraceContextPropagator(), semconv, incubating };
+  const otel = { api, propagator: new W3CTraceContextPropagator(), semconv };
   // A service with downstreams makes even an unsampled call's context, for them.
   const relays = settings.downstream.length > 0;
   return new Tracing(otel, provider, ids, settings.traceSampleRatio, relays, service, labels);

@@ -88,6 +88,23 @@ test('off, the services load nothing of OpenTelemetry\'s SDK, exporter or conven
   assert.deepEqual(JSON.parse(done.stdout), []);
 });
 
+test('on, a service loads the semantic conventions\' stable entry point, not the incubating one', () => {
+  // The incubating conventions may change in a minor version, and the package asks code that uses
+  // them at run time to copy what it uses (traces.js's ATTR_RPC_*); a child process, as above.
+  const src = path.join(__dirname, '..', 'src');
+  const code = `
+    const settings = { ...require(${JSON.stringify(src)} + '/settings').load({}), traces: true, tracesEndpoint: 'http://127.0.0.1:1' };
+    const tracing = require(${JSON.stringify(src)} + '/traces').start(settings, 'grpc');
+    console.log(JSON.stringify(Object.keys(require.cache).filter((m) => m.includes('semantic-conventions'))));
+    tracing.shutdown();
+  `;
+  const done = spawnSync(process.execPath, ['-e', code], { encoding: 'utf8', timeout: 20000 });
+  assert.equal(done.status, 0, done.stderr);
+  const loaded = JSON.parse(done.stdout);
+  assert.ok(loaded.some((m) => m.endsWith('index.cjs')), loaded);
+  assert.deepEqual(loaded.filter((m) => m.includes('incubating')), []);
+});
+
 test('a REST call continues its caller\'s trace with the lab\'s labels; /healthz is untraced', async () => {
   const b = traced('rest', 'rest-b');
   const { url } = await restService({}, b.tracing);
