@@ -1,4 +1,4 @@
-"""Benchmark: the Node.js services (node/) measured as the Python ones are, in seven comparisons.
+"""Benchmark: the Node.js services (node/) measured as the Python ones are, in eight comparisons.
 
 ``--compare metrics``: each Node service with prom-client on against off (goal >= 0.95);
 ``--compare echo``: each Node service (metrics on, as deployed) against a bare server of the same
@@ -12,7 +12,9 @@ encode) against the bare echo server, which is what any conforming server keeps 
 throughput; ``--compare conforming``: each Node service against that floor (no goals).
 ``--compare traces``: each Node service traced at ``--trace-ratio`` (the lab's default 0.01,
 spans exported over OTLP to a receiver that keeps nothing) against untraced, metrics on in both
-(goal >= 0.97, as for the Python services' ``wirelab perf overhead --traces``). Every
+(goal >= 0.97, as for the Python services' ``wirelab perf overhead --traces``). ``--compare
+same``: each Node service against a second process of the same service (metrics on, traces off),
+the method's own bias: its interval should hold 1 (no goal). Every
 comparison is the observer-effect method of ``wirelab_perf.overhead``: both processes
 pinned to one core and loaded at once (wrk for REST, ghz for gRPC, small orders at saturation)
 from the other, each scraped as the lab's Prometheus scrapes it, requests per server CPU-second,
@@ -61,6 +63,7 @@ COMPARISONS = {
     "floor": ("least order server / bare echo server", None),
     "conforming": ("service / least order server", None),
     "traces": ("traces on / off, metrics on in both", 0.97),
+    "same": ("service / the same service in a second process (1 should lie in the interval)", None),
 }
 
 
@@ -105,6 +108,8 @@ def variants(
 
     if comparison == "traces":
         return ("traced", node_service("on", knobs=traced)), ("off", node_service("on"))
+    if comparison == "same":
+        return ("first", node_service("on")), ("second", node_service("on"))
     if comparison == "metrics":
         return ("on", node_service("on")), ("off", node_service("off"))
     if comparison == "echo":

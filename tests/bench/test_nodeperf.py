@@ -33,6 +33,7 @@ def test_each_comparison_sets_the_right_processes_side_by_side() -> None:
         "floor": ("floor", "echo"),
         "conforming": ("service", "floor"),
         "traces": ("traced", "off"),
+        "same": ("first", "second"),
     }
 
 
@@ -153,3 +154,31 @@ def test_the_traced_arm_traces_its_calls_and_the_untraced_one_does_not() -> None
                 with urllib.request.urlopen(page, timeout=5) as answered:
                     text = answered.read().decode()
                 assert ('# {trace_id="' in text) == exemplar, name
+
+
+@pytest.mark.integration
+@needs_node
+def test_the_same_comparison_runs_one_service_twice_in_two_processes() -> None:
+    """--compare same: two processes of one service, side by side on the server core, each
+    answering an order and serving the same metric families, neither traced."""
+    assert NODE is not None
+    (_, start_first), (_, start_second) = nodeperf.variants(NODE, "same", "rest")
+    with start_first() as a, start_second() as b:
+        assert a.process.pid != b.process.pid
+        families = []
+        for svc in (a, b):
+            assert svc.process.cpu_affinity() == [SERVER_CPU]
+            order = urllib.request.Request(
+                f"{svc.address}/v1/orders",
+                json.dumps(ORDER).encode(),
+                {"Content-Type": "application/json"},
+            )
+            with urllib.request.urlopen(order, timeout=5) as reply:
+                assert reply.status == 200
+            page = urllib.request.Request(svc.metrics_url, headers=OPENMETRICS)
+            with urllib.request.urlopen(page, timeout=5) as answered:
+                text = answered.read().decode()
+            assert "trace_id" not in text
+            families.append(sorted(line for line in text.splitlines() if line.startswith("# TYPE")))
+        assert families[0] == families[1]
+        assert any("wirelab_server_requests" in line for line in families[0])
