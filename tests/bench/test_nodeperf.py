@@ -13,7 +13,7 @@ from wirelab.v1 import wirelab_pb2, wirelab_pb2_grpc
 from wirelab_perf import ORDER
 from wirelab_perf import node as nodeperf
 from wirelab_perf.overhead import Run, otlp_sink, summarize, together, verdict
-from wirelab_perf.svcprocs import SERVER_CPU
+from wirelab_perf.svcprocs import SERVER_CPU, Service
 
 NODE = shutil.which("node")
 needs_node = pytest.mark.skipif(NODE is None, reason="node is not installed")
@@ -143,16 +143,7 @@ def test_the_traced_arm_traces_its_calls_and_the_untraced_one_does_not() -> None
         arms = nodeperf.variants(NODE, "traces", "rest", traced=knobs)
         for (name, start), exemplar in zip(arms, (True, False), strict=True):
             with start() as svc:
-                order = urllib.request.Request(
-                    f"{svc.address}/v1/orders",
-                    json.dumps(ORDER).encode(),
-                    {"Content-Type": "application/json"},
-                )
-                with urllib.request.urlopen(order, timeout=5) as reply:
-                    assert reply.status == 200
-                page = urllib.request.Request(svc.metrics_url, headers=OPENMETRICS)
-                with urllib.request.urlopen(page, timeout=5) as answered:
-                    text = answered.read().decode()
+                text = ordered_page(svc)
                 assert ('# {trace_id="' in text) == exemplar, name
 
 
@@ -168,17 +159,22 @@ def test_the_same_comparison_runs_one_service_twice_in_two_processes() -> None:
         families = []
         for svc in (a, b):
             assert svc.process.cpu_affinity() == [SERVER_CPU]
-            order = urllib.request.Request(
-                f"{svc.address}/v1/orders",
-                json.dumps(ORDER).encode(),
-                {"Content-Type": "application/json"},
-            )
-            with urllib.request.urlopen(order, timeout=5) as reply:
-                assert reply.status == 200
-            page = urllib.request.Request(svc.metrics_url, headers=OPENMETRICS)
-            with urllib.request.urlopen(page, timeout=5) as answered:
-                text = answered.read().decode()
+            text = ordered_page(svc)
             assert "trace_id" not in text
             families.append(sorted(line for line in text.splitlines() if line.startswith("# TYPE")))
         assert families[0] == families[1]
         assert any("wirelab_server_requests" in line for line in families[0])
+
+
+def ordered_page(svc: Service) -> str:
+    """One small order answered by the REST service ``svc``, then its OpenMetrics page."""
+    order = urllib.request.Request(
+        f"{svc.address}/v1/orders",
+        json.dumps(ORDER).encode(),
+        {"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(order, timeout=5) as reply:
+        assert reply.status == 200
+    page = urllib.request.Request(svc.metrics_url, headers=OPENMETRICS)
+    with urllib.request.urlopen(page, timeout=5) as answered:
+        return str(answered.read().decode())
