@@ -62,6 +62,13 @@ function post(url, route, body, headers = {}) {
   });
 }
 
+/** What ``code``, run in a child process of its own (a fresh module cache), prints as JSON. */
+function printedBy(code) {
+  const done = spawnSync(process.execPath, ['-e', code], { encoding: 'utf8', timeout: 20000 });
+  assert.equal(done.status, 0, done.stderr);
+  return JSON.parse(done.stdout);
+}
+
 test('off, the services load nothing of OpenTelemetry\'s SDK, exporter or conventions', () => {
   // A child process, since this file has loaded the SDK: both servers, their relays and the
   // serving plumbing built from the default knobs, then every module loaded is listed.
@@ -83,9 +90,7 @@ test('off, the services load nothing of OpenTelemetry\'s SDK, exporter or conven
     // no-op facade whether or not anything traces): the rest is what tracing would load.
     console.log(JSON.stringify(Object.keys(require.cache).filter((m) => m.includes('@opentelemetry') && !m.includes('@opentelemetry/api/'))));
   `;
-  const done = spawnSync(process.execPath, ['-e', code], { encoding: 'utf8', timeout: 20000 });
-  assert.equal(done.status, 0, done.stderr);
-  assert.deepEqual(JSON.parse(done.stdout), []);
+  assert.deepEqual(printedBy(code), []);
 });
 
 test('on, a service loads the semantic conventions\' stable entry point, not the incubating one', () => {
@@ -98,9 +103,7 @@ test('on, a service loads the semantic conventions\' stable entry point, not the
     console.log(JSON.stringify(Object.keys(require.cache).filter((m) => m.includes('semantic-conventions'))));
     tracing.shutdown();
   `;
-  const done = spawnSync(process.execPath, ['-e', code], { encoding: 'utf8', timeout: 20000 });
-  assert.equal(done.status, 0, done.stderr);
-  const loaded = JSON.parse(done.stdout);
+  const loaded = printedBy(code);
   assert.ok(loaded.some((m) => m.endsWith('index.cjs')), loaded);
   assert.deepEqual(loaded.filter((m) => m.includes('incubating')), []);
 });

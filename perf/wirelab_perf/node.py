@@ -10,7 +10,7 @@ same core (what the cluster costs where it cannot add a core; no goal). ``--comp
 least server that answers the order call (node/scripts/floor-*.js: decode, total, echo the order,
 encode) against the bare echo server, which is what any conforming server keeps of the echo's
 throughput; ``--compare conforming``: each Node service against that floor (no goals).
-``--compare traces``: each Node service traced at ``--trace-ratio`` (the lab's default 0.01,
+``--compare traces``: each Node service traced at ``--trace-ratio`` (the lab's default 0.001,
 spans exported over OTLP to a receiver that keeps nothing) against untraced, metrics on in both
 (goal >= 0.97, as for the Python services' ``wirelab perf overhead --traces``). ``--compare
 same``: each Node service against a second process of the same service (metrics on, traces off),
