@@ -42,6 +42,18 @@ def address_of(protocol: str, port: int, host: str = "127.0.0.1") -> str:
     return f"http://{host}:{port}" if protocol == "rest" else f"{host}:{port}"
 
 
+def process_cpu(process: psutil.Process) -> float:
+    """``process``'s CPU seconds so far: the scheduler's own count, read from the process's CPU
+    clock (clock_getcpuclockid's id: the pid negated, shifted by 3, CPUCLOCK_SCHED). Not the
+    user + system time of /proc/<pid>/stat, which comes in 10 ms ticks: a Node gRPC process at a
+    fixed rate used 0.69-0.77 CPU-s a round, so one tick moved its round's ratio by 1.4 %."""
+    try:
+        return time.clock_gettime((~process.pid << 3) | 2)
+    except OSError:  # gone, or a clock this kernel will not read: the ticks, as psutil has them
+        times = process.cpu_times()
+        return float(times.user + times.system)
+
+
 @dataclass(frozen=True)
 class Service:
     protocol: str
@@ -50,13 +62,9 @@ class Service:
     metrics_url: str  # the service's /metrics, on its own port
 
     def cpu_seconds(self) -> float:
-        """User + system CPU of the whole process (all threads) and of its children (nginx's
-        worker does its master's work) so far."""
-        total = 0.0
-        for proc in (self.process, *self.process.children(recursive=True)):
-            times = proc.cpu_times()
-            total += times.user + times.system
-        return total
+        """CPU time of the whole process (all threads, those gone too) and of its children
+        (nginx's worker does its master's work) so far, to the nanosecond (process_cpu)."""
+        return sum(process_cpu(p) for p in (self.process, *self.process.children(recursive=True)))
 
     def rss(self) -> int:
         return int(self.process.memory_info().rss)

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
-from wirelab_perf.svcprocs import SERVER_CPU, gone, running
+from wirelab_perf.svcprocs import SERVER_CPU, gone, process_cpu, running
 
 pytestmark = pytest.mark.integration
 
@@ -55,3 +55,33 @@ def test_a_service_that_stops_on_sigterm_is_waited_for(tmp_path: Path) -> None:
     with running(cmd, SERVER_CPU, lambda: None) as proc:
         pid = proc.pid
     assert gone(pid)
+
+
+# A thread burns some CPU and ends, then the process waits: its CPU is all in a thread gone.
+BURNS_IN_A_THREAD = """
+import sys, threading, time
+def burn():
+    end = time.thread_time() + 0.237
+    while time.thread_time() < end:
+        pass
+worker = threading.Thread(target=burn)
+worker.start()
+worker.join()
+open(sys.argv[1], "w").close()
+time.sleep(60)
+"""
+
+
+def test_a_process_cpu_is_read_to_the_nanosecond_with_its_ended_threads(tmp_path: Path) -> None:
+    done = tmp_path / "done"
+    cmd = [sys.executable, "-c", BURNS_IN_A_THREAD, str(done)]
+    with running(cmd, SERVER_CPU, lambda: None) as proc:
+        deadline = time.monotonic() + 20
+        while not done.exists():
+            assert time.monotonic() < deadline, "the thread never finished"
+            time.sleep(0.05)
+        ticks, cpu = sum(proc.cpu_times()[:2]), process_cpu(proc)
+        # The ended thread's 0.237 s are there, and finer than the 10 ms ticks /proc/<pid>/stat
+        # gives, which round the same count down (user and system each).
+        assert cpu >= 0.237 and ticks <= cpu < ticks + 0.02
+        assert round(cpu * 100) != cpu * 100
