@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import os
-import struct
 import subprocess
 import sys
 import time
@@ -30,7 +29,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import grpc
 import httpx
 from google.protobuf import json_format
 from wirelab.v1 import wirelab_pb2 as pb
@@ -41,31 +39,27 @@ from wirelab_bench.results import new_run_dir, write_json
 from wirelab_bench.scrape import scrape
 
 from wirelab_perf import ORDER
-from wirelab_perf.h2load import Call, find_h2load, h2load
+from wirelab_perf.h2load import (
+    GRPC,
+    GRPC_PATH,
+    Call,
+    find_h2load,
+    grpc_body,
+    h2load,
+    protobuf_body,
+)
 from wirelab_perf.hopstats import _balanced
 from wirelab_perf.loadtools import Load
-from wirelab_perf.overhead import pair_rounds
+from wirelab_perf.overhead import pair_rounds, unary_reply
 from wirelab_perf.svcprocs import CLIENT_CPU, SERVER_CPU, Service, service
 
-GRPC_PATH = "/wirelab.v1.WireLab/ProcessOrder"
 JSON = ("content-type: application/json",)
 PROTOBUF = ("content-type: application/x-protobuf", "accept: application/x-protobuf")
-GRPC = ("content-type: application/grpc", "te: trailers")
 # An arm that completes fewer calls than offered did not get the load the others got. Not 0.97
 # as in perf.hop: h2load holds a tick's call while the connection's stream is busy and drops
 # those still held when the run ends, and on the shared 2-core machine at load average 8 one
 # arm's round kept 94 % (1,128 of 1,200) while the rest kept all.
 KEPT = 0.9
-
-
-def protobuf_body(order: dict[str, Any]) -> bytes:
-    return json_format.ParseDict(order, pb.OrderRequest()).SerializeToString()
-
-
-def grpc_body(order: dict[str, Any]) -> bytes:
-    """One gRPC message on the wire: uncompressed flag, big-endian length, the OrderRequest."""
-    message = protobuf_body(order)
-    return struct.pack(">BI", 0, len(message)) + message
 
 
 @dataclass(frozen=True)
@@ -174,10 +168,7 @@ def answer(arm: Arm, address: str) -> pb.OrderReply:
     contract's message (JSON's int64 are numbers, proto3 JSON's strings)."""
     call = arm.call
     if arm.server == "grpc":
-        with grpc.insecure_channel(address) as channel:
-            method: grpc.UnaryUnaryMultiCallable[bytes, bytes] = channel.unary_unary(GRPC_PATH)
-            raw = method(call.body[5:], timeout=5)
-        return pb.OrderReply.FromString(raw)
+        return pb.OrderReply.FromString(unary_reply(address, call.body[5:]))
     headers = dict(h.split(": ", 1) for h in call.headers)
     with httpx.Client(http1=call.http1, http2=not call.http1, timeout=5) as client:
         response = client.post(address + call.path, content=call.body, headers=headers)

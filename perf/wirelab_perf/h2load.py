@@ -5,16 +5,24 @@ from __future__ import annotations
 import re
 import shutil
 import statistics
+import struct
 import sys
 import tempfile
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+from google.protobuf import json_format
+from wirelab.v1 import wirelab_pb2 as pb
 
 from wirelab_perf.loadtools import Load, _run
 
 INSTALL = "apt-get install -y nghttp2-client"
+GRPC_PATH = "/wirelab.v1.WireLab/ProcessOrder"
+# What a gRPC client sends with each call (h2load sends its body as it is).
+GRPC = ("content-type: application/grpc", "te: trailers")
 
 
 def find_h2load(given: str) -> str:
@@ -22,6 +30,16 @@ def find_h2load(given: str) -> str:
     if not found:
         sys.exit(f"h2load not found: {INSTALL} (or pass --h2load)")
     return found
+
+
+def protobuf_body(order: dict[str, Any]) -> bytes:
+    return json_format.ParseDict(order, pb.OrderRequest()).SerializeToString()
+
+
+def grpc_body(order: dict[str, Any]) -> bytes:
+    """One gRPC message on the wire: uncompressed flag, big-endian length, the OrderRequest."""
+    message = protobuf_body(order)
+    return struct.pack(">BI", 0, len(message)) + message
 
 
 @dataclass(frozen=True)

@@ -14,11 +14,11 @@ throughput; ``--compare conforming``: each Node service against that floor (no g
 spans exported over OTLP to a receiver that keeps nothing) against untraced, metrics on in both
 (goal >= 0.97, as for the Python services' ``wirelab perf overhead --traces``). ``--compare
 same``: each Node service against a second process of the same service (metrics on, traces off),
-the method's own bias: its interval should hold 1 (no goal). Every
-comparison is the observer-effect method of ``wirelab_perf.overhead``: both processes
-pinned to one core and loaded at once (wrk for REST, ghz for gRPC, small orders at saturation)
-from the other, each scraped as the lab's Prometheus scrapes it, requests per server CPU-second,
-the median of many rounds' ratios over fresh process pairs with its 95 % interval.
+the method's own bias: its interval should hold 1 (no goal). Every comparison is the observer-effect
+method of ``wirelab_perf.overhead``: both processes pinned to one core and loaded at once (wrk for
+REST, h2load for gRPC, small orders at saturation) from the other, each scraped as the lab's
+Prometheus scrapes it, requests per server CPU-second, the median of many rounds' ratios over fresh
+process pairs with its 95 % interval.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from wirelab_bench.health import wait_healthy
 from wirelab_bench.knobs import REPO, listed, parser
 
 from wirelab_perf.overhead import (
+    GRPC_LOADS,
     Starter,
     counter_for,
     measure_pairs,
@@ -133,6 +134,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = cli.parse_args(argv)
     comparisons = listed(cli, args.compare, COMPARISONS, "comparison")
     protocols = listed(cli, args.protocols, SERVICES, "protocol")
+    if args.grpc_load not in GRPC_LOADS:
+        cli.error(f"--grpc-load must be one of {', '.join(GRPC_LOADS)}, not {args.grpc_load!r}")
     node = args.node or shutil.which("node")
     if not node:
         cli.error("node not found: install Node.js 20 (or pass --node)")
@@ -150,7 +153,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"--compare traces: traced at ratio {args.trace_ratio}, exported over OTLP")
         for comparison in comparisons:
             for protocol in protocols:
-                count = counter_for(protocol, args.connections, args.ghz, Path(tmp))
+                count = counter_for(
+                    protocol, args.connections, args.ghz, Path(tmp), grpc_load=args.grpc_load
+                )
                 first, second = variants(node, comparison, protocol, args.workers, traced)
                 runs = measure_pairs(
                     f"{comparison} {protocol}", count, first, second,

@@ -1,16 +1,16 @@
 """Observer effect: each service with metrics on vs off, small unary at saturation on one core.
 
-Both variants of a service run at once, pinned to the same core, and are loaded at the same
-time: the load tool (wrk for REST, ghz for gRPC) runs once per variant on the other core, each
-saturating its variant, so the two share the core for the whole run and every slowdown of the
-shared machine falls on both alike. While loaded, each variant's /metrics is scraped the way the
-lab's Prometheus scrapes it (same Accept headers, as often per CPU-second of the service as the
-lab's interval gives a service that has a core to itself), metrics off too: exposing the numbers
-is part of what measuring costs. Prints the on/off ratio of requests per server CPU-second (goal
->= 0.97): at saturation throughput is 1 / CPU per request, and this is that ratio, the median of
-many rounds' own ratios with its 95 % interval. With --traces RATIO it compares tracing on at that
-head sampling ratio against tracing off instead, metrics on in both (docs/traces.md), the spans
-exported over OTLP to a receiver on the load's core.
+Both variants of a service run at once, pinned to the same core, and are loaded at the same time:
+the load tool (wrk for REST, ghz or h2load for gRPC) runs once per variant on the other core, each
+saturating its variant, so the two share the core for the whole run and every slowdown of the shared
+machine falls on both alike. While loaded, each variant's /metrics is scraped the way the lab's
+Prometheus scrapes it (same Accept headers, as often per CPU-second of the service as the lab's
+interval gives a service that has a core to itself), metrics off too: exposing the numbers is part
+of what measuring costs. Prints the on/off ratio of requests per server CPU-second (goal >= 0.97):
+at saturation throughput is 1 / CPU per request, and this is that ratio, the median of many rounds'
+own ratios with its 95 % interval. With --traces RATIO it compares tracing on at that head sampling
+ratio against tracing off instead, metrics on in both (docs/traces.md), the spans exported over OTLP
+to a receiver on the load's core.
 """
 
 from __future__ import annotations
@@ -36,12 +36,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import grpc
 from wirelab.traces import TRACES_PATH
 from wirelab_bench.knobs import REPO, parser
 from wirelab_bench.medians import decides, median_interval
 
 from wirelab_perf import ORDER
-from wirelab_perf.h2load import find_h2load
+from wirelab_perf.h2load import GRPC, GRPC_PATH, find_h2load, grpc_body
 from wirelab_perf.svcprocs import (
     CLIENT_CPU,
     SERVER_CPU,
@@ -59,6 +60,8 @@ if TYPE_CHECKING:
 # The observer-effect goal: metrics cost a saturated service at most 3 % of its throughput, i.e.
 # the on/off ratio's whole 95 % interval at or above 0.97 (docs/services.md, Observer effect).
 GOAL = 0.97
+# gRPC's load tools (counter_for): ghz, or h2load sending the same call for less CPU.
+GRPC_LOADS = ("ghz", "h2load")
 # What Prometheus 3 sends with its default scrape protocols: it prefers OpenMetrics, gzipped.
 SCRAPE_HEADERS = {
     "Accept": "application/openmetrics-text;version=1.0.0;escaping=allow-utf-8;q=0.5,"
@@ -175,6 +178,35 @@ def h2load_count(h2load: str, url: str, seconds: int, connections: int, body: Pa
     ]))  # fmt: skip
 
 
+def h2load_grpc_count(
+    h2load: str, address: str, seconds: int, connections: int, body: Path, reply: int
+) -> int:
+    """Small orders as gRPC calls (ProcessOrder, ``body`` the framed request) over h2c at
+    saturation, ``connections`` in flight over 4 connections for ``seconds``; returns the calls
+    answered. ``reply``: the framed reply's bytes, which every answered call must have carried."""
+    return h2load_grpc_answered(_run([
+        h2load, "-c", "4", "-m", str(max(1, connections // 4)), "-D", str(seconds),
+        "-d", str(body), *(f"-H{h}" for h in GRPC), f"http://{address}{GRPC_PATH}",
+    ]), reply)  # fmt: skip
+
+
+def h2load_grpc_answered(out: str, reply: int) -> int:
+    """The calls h2load answered as h2load_answered counts them, each an ok gRPC call: h2load
+    reads no trailers, and a failed call is a 200 whose grpc-status is in its trailers, with no
+    message. So the reply bytes must be ``reply`` for every 2xx, no fewer."""
+    answered = h2load_answered(out)
+    found = re.search(r"^status codes: (\d+) 2xx", out, re.M)
+    data = re.search(r"^traffic: .* \((\d+)\) data$", out, re.M)
+    if found is None or data is None:
+        raise RuntimeError(f"no traffic line in h2load's output:\n{out[-1000:]}")
+    if int(data.group(1)) != int(found.group(1)) * reply:
+        raise RuntimeError(
+            f"h2load's {found.group(1)} calls answered 200 carried {data.group(1)} bytes of "
+            f"replies, not {reply} each: some failed (grpc-status in the trailers)"
+        )
+    return answered
+
+
 def h2load_answered(out: str) -> int:
     """The calls h2load's summary counts as succeeded; any 4xx or 5xx fails the run."""
     found = re.search(r"^requests: \d+ total, \d+ started, \d+ done, (\d+) succeeded", out, re.M)
@@ -237,10 +269,24 @@ class Run:
         return self.requests / max(self.cpu_seconds, 1e-9)
 
 
+def unary_reply(address: str, request: bytes) -> bytes:
+    """The gRPC service at ``address``'s reply to one ProcessOrder of ``request`` (grpcio)."""
+    with grpc.insecure_channel(address) as channel:
+        method: grpc.UnaryUnaryMultiCallable[bytes, bytes] = channel.unary_unary(GRPC_PATH)
+        return method(request, timeout=10)
+
+
 def counter_for(
-    protocol: str, connections: int, ghz: str, tmp: Path, rest_http: str = "1.1"
+    protocol: str,
+    connections: int,
+    ghz: str,
+    tmp: Path,
+    rest_http: str = "1.1",
+    grpc_load: str = "ghz",
 ) -> Callable[[Service, int], int]:
-    """A function that saturates one service for some seconds and returns the calls completed."""
+    """A function that saturates one service for some seconds and returns the calls completed.
+    gRPC's load is ghz, or h2load (``grpc_load``), which sends the same call for a fraction of
+    ghz's CPU."""
     if protocol == "rest" and rest_http == "2":
         h2load = find_h2load("")
         order = tmp / "order.json"
@@ -258,6 +304,18 @@ def counter_for(
 
         def count(svc: Service, s: int) -> int:
             return wrk_count(f"{svc.address}/v1/orders", s, connections, script)
+    elif grpc_load == "h2load":
+        h2load = find_h2load("")
+        framed = grpc_body(ORDER)
+        request = tmp / "order.grpc"
+        request.write_bytes(framed)
+        replies: dict[str, int] = {}  # each service's framed reply to the order, in bytes
+
+        def count(svc: Service, s: int) -> int:
+            if svc.address not in replies:  # its first load: the warm-up
+                replies[svc.address] = 5 + len(unary_reply(svc.address, framed[5:]))
+            reply = replies[svc.address]
+            return h2load_grpc_count(h2load, svc.address, s, connections, request, reply)
     else:
         binary = find_ghz(ghz)
 
@@ -394,6 +452,8 @@ def main(argv: list[str] | None = None) -> int:
         cli.error(f"--against must be off or on, not {args.against!r}")
     if args.rest_http not in ("1.1", "2"):
         cli.error(f"--rest-http must be 1.1 or 2, not {args.rest_http!r}")
+    if args.grpc_load not in GRPC_LOADS:
+        cli.error(f"--grpc-load must be one of {', '.join(GRPC_LOADS)}, not {args.grpc_load!r}")
     if args.traces:
         return traced(args)
     protocols = [p for p in args.protocols.split(",") if p]
@@ -409,7 +469,7 @@ def main(argv: list[str] | None = None) -> int:
         # Every load tool found before the first round: a missing ghz stopped a run after REST's
         # four minutes, its figure unprinted.
         counters = {
-            p: counter_for(p, args.connections, args.ghz, Path(tmp), args.rest_http)
+            p: counter_for(p, args.connections, args.ghz, Path(tmp), args.rest_http, args.grpc_load)
             for p in protocols
         }
         for protocol, count in counters.items():
@@ -447,7 +507,7 @@ def traced(args: argparse.Namespace) -> int:
     results: dict[str, tuple[list[Run], list[Run]]] = {}
     with tempfile.TemporaryDirectory() as tmp, otlp_sink() as endpoint:
         counters = {
-            p: counter_for(p, args.connections, args.ghz, Path(tmp), args.rest_http)
+            p: counter_for(p, args.connections, args.ghz, Path(tmp), args.rest_http, args.grpc_load)
             for p in protocols
         }
         for protocol, count in counters.items():

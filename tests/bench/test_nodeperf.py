@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 import urllib.request
+from pathlib import Path
 
 import grpc
 import pytest
@@ -12,10 +13,22 @@ from google.protobuf import json_format
 from wirelab.v1 import wirelab_pb2, wirelab_pb2_grpc
 from wirelab_perf import ORDER
 from wirelab_perf import node as nodeperf
-from wirelab_perf.overhead import Run, otlp_sink, summarize, together, verdict
+from wirelab_perf.h2 import outcomes
+from wirelab_perf.h2load import grpc_body
+from wirelab_perf.overhead import (
+    Run,
+    counter_for,
+    h2load_grpc_count,
+    otlp_sink,
+    summarize,
+    together,
+    unary_reply,
+    verdict,
+)
 from wirelab_perf.svcprocs import SERVER_CPU, Service
 
 NODE = shutil.which("node")
+H2LOAD = shutil.which("h2load")
 needs_node = pytest.mark.skipif(NODE is None, reason="node is not installed")
 OPENMETRICS = {"Accept": "application/openmetrics-text; version=1.0.0"}
 
@@ -38,7 +51,8 @@ def test_each_comparison_sets_the_right_processes_side_by_side() -> None:
 
 
 @pytest.mark.parametrize(
-    "argv", [["--compare", "speed"], ["--protocols", "soap"], ["--compare", ""]]
+    "argv",
+    [["--compare", "speed"], ["--protocols", "soap"], ["--compare", ""], ["--grpc-load", "curl"]],
 )
 def test_unknown_comparisons_and_protocols_are_refused(argv: list[str]) -> None:
     with pytest.raises(SystemExit) as exited:
@@ -164,6 +178,32 @@ def test_the_same_comparison_runs_one_service_twice_in_two_processes() -> None:
             families.append(sorted(line for line in text.splitlines() if line.startswith("# TYPE")))
         assert families[0] == families[1]
         assert any("wirelab_server_requests" in line for line in families[0])
+
+
+@pytest.mark.integration
+@needs_node
+@pytest.mark.skipif(H2LOAD is None, reason="h2load is not installed (tests/run installs it)")
+def test_h2load_loads_node_grpc_and_fails_a_run_whose_calls_fail(tmp_path: Path) -> None:
+    """--grpc-load h2load: the calls it counts are the calls the service answered ok (a few
+    cut in flight aside); a call the service refuses (a 200 with INVALID_ARGUMENT in its
+    trailers, which h2load counts as succeeded) fails the run."""
+    assert NODE is not None and H2LOAD is not None
+    count = counter_for("grpc", 8, "", tmp_path, grpc_load="h2load")
+    with nodeperf.node_process(NODE, "grpc", nodeperf.SERVICES["grpc"], "on") as svc:
+        count(svc, 1)  # the first load also asks the service for its reply's size (one call)
+        before = outcomes(svc)
+        answered = count(svc, 1)
+        after = outcomes(svc)
+        assert 0 < answered <= after["ok"] - before["ok"] <= answered + 8
+        assert all(after[k] == before[k] for k in after if k != "ok")
+        refused = json.loads(json.dumps(ORDER))
+        refused["order"]["items"] = [{"sku": "a", "quantity": 4, "unit_price_cents": 2**62}] * 2
+        body = tmp_path / "refused.grpc"
+        body.write_bytes(grpc_body(refused))
+        reply = 5 + len(unary_reply(svc.address, grpc_body(ORDER)[5:]))
+        with pytest.raises(RuntimeError, match="some failed"):
+            h2load_grpc_count(H2LOAD, svc.address, 1, 8, body, reply)
+        assert outcomes(svc).get("client_error", 0) > 0
 
 
 def ordered_page(svc: Service) -> str:

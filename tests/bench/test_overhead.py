@@ -208,6 +208,28 @@ def test_h2load_errors_fail_the_run(codes: str) -> None:
         overhead.h2load_answered(H2LOAD_SUMMARY.replace("7301 2xx, 0 3xx, 0 4xx, 0 5xx", codes))
 
 
+GRPC_SUMMARY = (
+    H2LOAD_SUMMARY.replace("100 failed, 100 errored", "0 failed, 0 errored")
+    + "traffic: 1.65MB (1731996) total, 88.58KB (90704) headers (space savings 96.38%), "
+    "442.05KB (452662) data\n"
+)
+
+
+def test_h2load_counts_grpc_calls_that_each_carried_the_reply() -> None:
+    # 7301 answered 200, each with the 62 bytes of the order's framed reply.
+    assert overhead.h2load_grpc_answered(GRPC_SUMMARY, 62) == 7301
+
+
+def test_a_grpc_call_answered_200_without_its_reply_fails_the_run() -> None:
+    # A failed gRPC call is a 200 with grpc-status in its trailers and no message: h2load
+    # counts it as succeeded, and only the missing reply bytes tell.
+    short = GRPC_SUMMARY.replace("(452662) data", f"({452662 - 62}) data")
+    with pytest.raises(RuntimeError, match="some failed"):
+        overhead.h2load_grpc_answered(short, 62)
+    with pytest.raises(RuntimeError, match="no traffic line"):
+        overhead.h2load_grpc_answered(H2LOAD_SUMMARY.replace("100 failed", "0 failed"), 62)
+
+
 def test_h2load_without_a_summary_fails_the_run() -> None:
     with pytest.raises(RuntimeError, match="no summary"):
         overhead.h2load_answered("connect error\n")
