@@ -8,7 +8,7 @@ from collections import Counter
 import pytest
 from wirelab.v1 import wirelab_pb2 as pb
 from wirelab_perf import ORDER, h2
-from wirelab_perf.h2load import failed, parse_log, percentile
+from wirelab_perf.h2load import failed, grpc_body, parse_log, percentile
 from wirelab_perf.loadtools import Load
 
 SUMMARY = """finished in 2.00s, 200.00 req/s, 51.45KB/s
@@ -38,7 +38,7 @@ def test_percentiles_interpolate() -> None:
 
 
 def test_grpc_body_is_one_length_prefixed_order() -> None:
-    body = h2.grpc_body(ORDER)
+    body = grpc_body(ORDER)
     flag, length = struct.unpack(">BI", body[:5])
     assert flag == 0 and length == len(body) - 5
     assert pb.OrderRequest.FromString(body[5:]).order.order_id == ORDER["order"]["order_id"]
