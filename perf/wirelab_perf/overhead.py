@@ -169,25 +169,33 @@ def ghz_count(ghz: str, target: str, seconds: int, connections: int) -> int:
     return ok
 
 
-def h2load_count(h2load: str, url: str, seconds: int, connections: int, body: Path) -> int:
-    """Small orders over h2c at saturation: ``connections`` calls in flight over 4 connections
-    for ``seconds``; returns the calls answered 2xx."""
-    return h2load_answered(_run([
+def h2load_saturating(
+    h2load: str, url: str, seconds: int, connections: int, body: Path, headers: Sequence[str]
+) -> str:
+    """h2load's output after POSTing ``body`` with ``headers`` to ``url`` over h2c at
+    saturation: ``connections`` calls in flight over 4 connections for ``seconds``."""
+    return _run([
         h2load, "-c", "4", "-m", str(max(1, connections // 4)), "-D", str(seconds),
-        "-d", str(body), "-H", "content-type: application/json", url,
-    ]))  # fmt: skip
+        "-d", str(body), *(f"-H{h}" for h in headers), url,
+    ])  # fmt: skip
+
+
+def h2load_count(h2load: str, url: str, seconds: int, connections: int, body: Path) -> int:
+    """Small orders over h2c at saturation; returns the calls answered 2xx."""
+    json_type = ("content-type: application/json",)
+    return h2load_answered(h2load_saturating(h2load, url, seconds, connections, body, json_type))
 
 
 def h2load_grpc_count(
     h2load: str, address: str, seconds: int, connections: int, body: Path, reply: int
 ) -> int:
     """Small orders as gRPC calls (ProcessOrder, ``body`` the framed request) over h2c at
-    saturation, ``connections`` in flight over 4 connections for ``seconds``; returns the calls
-    answered. ``reply``: the framed reply's bytes, which every answered call must have carried."""
-    return h2load_grpc_answered(_run([
-        h2load, "-c", "4", "-m", str(max(1, connections // 4)), "-D", str(seconds),
-        "-d", str(body), *(f"-H{h}" for h in GRPC), f"http://{address}{GRPC_PATH}",
-    ]), reply)  # fmt: skip
+    saturation; returns the calls answered. ``reply``: the framed reply's bytes, which every
+    answered call must have carried."""
+    url = f"http://{address}{GRPC_PATH}"
+    return h2load_grpc_answered(
+        h2load_saturating(h2load, url, seconds, connections, body, GRPC), reply
+    )
 
 
 def h2load_grpc_answered(out: str, reply: int) -> int:
