@@ -12,6 +12,7 @@ import httpx
 from wirelab.v1 import wirelab_pb2 as pb
 from wirelab.v1 import wirelab_pb2_grpc as pb_grpc
 from wirelab_bench.cli import main
+from wirelab_bench.network import Profile
 
 CALLS = 25
 Timed = dict[str, dict[str, float]]  # protocol -> path ("direct", "proxy", ...) -> median ms
@@ -64,3 +65,20 @@ def set_network(toxiproxy_api: str, profile: str, hops: str = "") -> None:
     """`wirelab network <profile> [--hops <hops>]` on the lab's Toxiproxy, as a user runs it."""
     extra = ["--hops", hops] if hops else []
     assert main(["network", profile, *extra, "--toxiproxy-url", toxiproxy_api]) == 0
+
+
+def round_trips(profile: Profile, trips: int = 1) -> tuple[float, float]:
+    """The bounds of an added delay that is ``trips`` round trips of ``profile``: more than the
+    least ``trips`` can add, ``trips * (rtt - jitter)``, and less than the least one trip more can
+    add. What the tests tell apart is a path paying the profile as often as it crosses a proxy,
+    not once too few, not once too many.
+
+    The upper bound sits there, not at the profile's most, because a loaded 2-core machine only
+    adds: Toxiproxy delays each chunk it reads by the latency plus a draw of its own from the
+    jitter, in order, so a message that reaches it in several reads pays the largest of their
+    draws, and on top come the services' own times, stretched under load. A hop inside the lab
+    (A's call to B, or to the cluster's nginx or replicas) read 50.9 and 52.7 ms under ``region``
+    in two CI runs (29-30 Nov) and 55.1 and 57.0 ms in the cluster in two more (30 Nov), against
+    41-42 ms on this machine idle and 42.4 ms with four busy loops on its two cores."""
+    least = profile.rtt_ms - profile.jitter_ms
+    return trips * least, (trips + 1) * least

@@ -22,7 +22,7 @@ from wirelab_bench.network import load_profiles
 from tests.bench.lab import direct_then
 from tests.e2e.bench_run import host_env
 from tests.e2e.lab import Lab, profile_lab, wait_for
-from tests.e2e.netcalls import Timed, medians, set_network
+from tests.e2e.netcalls import Timed, medians, round_trips, set_network
 from tests.e2e.prom import Prometheus
 
 pytestmark = pytest.mark.topology
@@ -79,7 +79,7 @@ def _health_grpc(channel: grpc.Channel) -> object:
     return check(health_pb2.HealthCheckRequest(), timeout=10)
 
 
-def _round_trips(net: NetLab) -> Timed:
+def _timed_calls(net: NetLab) -> Timed:
     """Median ms of a tiny call per protocol, direct and through the proxy, on one connection."""
     return medians(net.rest, net.grpc, _health_rest, _health_grpc)
 
@@ -91,27 +91,27 @@ def _network(net: NetLab, profile: str) -> None:
 def test_the_region_profile_adds_its_round_trip_on_both_protocols(net_lab: NetLab) -> None:
     region = load_profiles(Path(NETWORK_PROFILES))["region"]
     _network(net_lab, "direct")
-    bare = _round_trips(net_lab)
+    bare = _timed_calls(net_lab)
     _network(net_lab, "region")
     try:
-        emulated = _round_trips(net_lab)
+        emulated = _timed_calls(net_lab)
     finally:
         _network(net_lab, "direct")
     for protocol in ("rest", "grpc"):
         for direct, proxy in PATHS:
             # The proxy alone costs well under the profile's jitter; the profile adds its round
-            # trip (± jitter: the median of a uniform spread sits near its middle).
+            # trip, once.
             proxy_alone = bare[protocol][proxy] - bare[protocol][direct]
             added = emulated[protocol][proxy] - bare[protocol][direct]
             assert proxy_alone < region.jitter_ms, (protocol, proxy, bare)
-            low, high = region.rtt_ms - region.jitter_ms, region.rtt_ms + 2 * region.jitter_ms
+            low, high = round_trips(region)
             assert low < added < high, (protocol, proxy, bare, emulated)
             # Not through the proxy, nothing changes.
             assert emulated[protocol][direct] < region.rtt_ms / 2, (protocol, emulated)
 
 
 def test_prometheus_sees_what_each_proxy_carried(net_lab: NetLab) -> None:
-    _round_trips(net_lab)
+    _timed_calls(net_lab)
 
     def carried() -> dict[str, float] | None:
         found = net_lab.prometheus.values(

@@ -16,7 +16,7 @@ from wirelab_bench.knobs import NETWORK_PROFILES
 from wirelab_bench.network import load_profiles
 
 from tests.e2e.lab import Lab, profile_lab
-from tests.e2e.netcalls import medians, order_grpc, order_rest, set_network
+from tests.e2e.netcalls import medians, order_grpc, order_rest, round_trips, set_network
 
 pytestmark = pytest.mark.topology
 
@@ -88,7 +88,7 @@ def test_region_delays_both_arms_hop_and_grpc_still_reaches_every_replica(
         set_network(cluster.api, "direct")
     print(f"median ms of an order sent to A, direct: {bare}; region: {emulated}")
     assert len(toxics) == 2  # the profile went on the replicas' proxies too
-    low, high = region.rtt_ms - region.jitter_ms, region.rtt_ms + 2 * region.jitter_ms
+    low, high = round_trips(region)
     for protocol in ("rest", "grpc"):
         # Sent to A: only the hop pays the round trip, to lb (REST) or to a replica (gRPC).
         hop = emulated[protocol]["a"] - bare[protocol]["a"]

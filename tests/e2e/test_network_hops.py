@@ -15,24 +15,19 @@ from wirelab_bench.knobs import NETWORK_PROFILES
 from wirelab_bench.network import load_profiles
 
 from tests.e2e.lab import profile_lab
-from tests.e2e.netcalls import CALLS, Timed, medians, order_grpc, order_rest, set_network
+from tests.e2e.netcalls import (
+    CALLS,
+    Timed,
+    medians,
+    order_grpc,
+    order_rest,
+    round_trips,
+    set_network,
+)
 
 pytestmark = pytest.mark.topology
 
 SERVICES = ["rest", "grpc", "rest-b", "grpc-b", "toxiproxy"]
-
-
-def _round_trips(rtt_ms: int, jitter_ms: int) -> tuple[float, float]:
-    """The bounds of an added delay that is one round trip of a profile: not none, not two.
-
-    Toxiproxy delays each chunk it reads by the latency plus a draw of its own from the jitter, in
-    order, so a message that reaches it in several reads pays the largest of their draws: up to
-    ``rtt + jitter`` a call. On top come the services' own times, which a loaded 2-core machine
-    stretches: the REST hop read 50.9 and 52.7 ms under ``region`` in two CI runs (29-30 Nov),
-    against the earlier bound of ``rtt + 2 * jitter`` (50), and passed alone. So the upper bound
-    lies halfway to a second round trip: what the test tells apart is the hop paying the profile
-    once, not twice (80 ms under ``region``) and not at all (under ``rtt - jitter``)."""
-    return rtt_ms - jitter_ms, 1.5 * rtt_ms
 
 
 @dataclass
@@ -78,13 +73,13 @@ def test_region_delays_the_hop_as_it_delays_the_edge(hop_lab: HopLab) -> None:
     finally:
         _network(hop_lab, "direct")
     assert len(toxics) == 2  # the profile went on the hop's proxy too
-    low, high = _round_trips(region.rtt_ms, region.jitter_ms)
+    one, two = round_trips(region), round_trips(region, trips=2)
     for protocol in ("rest", "grpc"):
         # Sent to A: only the hop A -> B pays the round trip. Through the edge's proxy: both.
         hop = emulated[protocol]["a"] - bare[protocol]["a"]
         both = emulated[protocol]["edge"] - bare[protocol]["a"]
-        assert low < hop < high, (protocol, bare, emulated)
-        assert 2 * low < both < 2 * high, (protocol, bare, emulated)
+        assert one[0] < hop < one[1], (protocol, bare, emulated)
+        assert two[0] < both < two[1], (protocol, bare, emulated)
 
 
 def test_the_hop_link_can_carry_a_profile_the_edge_does_not(hop_lab: HopLab) -> None:
@@ -100,7 +95,7 @@ def test_the_hop_link_can_carry_a_profile_the_edge_does_not(hop_lab: HopLab) -> 
     finally:
         _network(hop_lab, "direct")
     assert edge == []
-    low, high = _round_trips(region.rtt_ms, region.jitter_ms)
+    low, high = round_trips(region)
     for protocol in ("rest", "grpc"):
         for path in ("a", "edge"):
             added = emulated[protocol][path] - bare[protocol]["a"]
