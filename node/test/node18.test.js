@@ -46,7 +46,8 @@ test('tracing starts without Node 20 builtins (the SDK and its OTLP exporter loa
     const settings = { ...require(src + '/settings').load({}), traces: true };
     const tracing = require(src + '/traces').start(settings, 'rest');
     // A caller's unsampled trace: no span (and nothing is exported).
-    const served = tracing.serverSpan('x', { traceparent: '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00' }, { get: (c, k) => c[k] });
+    const parent = { traceparent: '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00' };
+    const served = tracing.serverSpan('x', parent.traceparent, parent, { get: (c, k) => c[k] });
     if (served !== null) throw new Error('a leaf keeps no unsampled span');
     tracing.shutdown().then(() => console.log('ok'));
   `);

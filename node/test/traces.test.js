@@ -124,6 +124,20 @@ test('a REST call continues its caller\'s trace with the lab\'s labels; /healthz
   assert.equal(span.resource.attributes['service.name'], 'rest-b');
 });
 
+test('the operational paths are untraced at ratio 1, a relay\'s as a leaf\'s, with a caller\'s trace or without', async () => {
+  for (const downstream of [[], ['http://127.0.0.1:1']]) {
+    const b = traced('rest', 'rest-b', 1, downstream);
+    const { url } = await restService({}, b.tracing);
+    for (const route of ['/openapi.json', '/docs', '/redoc']) {
+      for (const headers of [{}, { traceparent: PARENT }]) await post(url, route, null, headers);
+    }
+    assert.deepEqual((await b.spans()).map((s) => s.name), [], `downstream ${downstream}`);
+    // The service's own calls are traced still.
+    assert.equal((await post(url, '/v1/orders', { order: ORDER })).status, 200);
+    assert.deepEqual((await b.spans()).map((s) => s.name), ['POST /v1/orders']);
+  }
+});
+
 test('a traceparent that does not parse is ignored: the call is answered, its trace begins here', async () => {
   const b = traced('rest', 'rest-b');
   const { url } = await restService({}, b.tracing);
@@ -406,7 +420,7 @@ test('new traces are kept at the ratio, a relay\'s others carried unsampled, a l
     const t = traced('rest', 'rest', 0.25, downstream);
     let kept = 0;
     for (let i = 0; i < 2000; i += 1) {
-      const served = t.tracing.serverSpan('x', {}, { get: () => undefined });
+      const served = t.tracing.serverSpan('x', undefined, {}, { get: () => undefined });
       if (served === null) {
         assert.equal(downstream.length, 0, 'a relay\'s call always has a context for its downstreams');
         continue;
